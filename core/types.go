@@ -1,0 +1,86 @@
+package core
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Info describes one stored object.
+type Info struct {
+	Key  string
+	Size int64
+	// Version is an opaque token that changes on every write of the key
+	// (an etag, a generation, ...). Compare tokens only for equality.
+	Version string
+	ModTime time.Time
+}
+
+// PutMode selects how Put treats an existing object.
+type PutMode uint8
+
+const (
+	// PutOverwrite writes unconditionally.
+	PutOverwrite PutMode = iota
+	// PutCreateIfAbsent writes only if the key does not exist; otherwise
+	// ErrAlreadyExists and nothing is written.
+	PutCreateIfAbsent
+	// PutReplaceIfVersion writes only if the key exists with version
+	// PutOptions.IfVersion; otherwise ErrPreconditionFailed (version
+	// mismatch) or ErrNotFound (missing key) and nothing is written.
+	PutReplaceIfVersion
+)
+
+func (m PutMode) String() string {
+	switch m {
+	case PutOverwrite:
+		return "overwrite"
+	case PutCreateIfAbsent:
+		return "create-if-absent"
+	case PutReplaceIfVersion:
+		return "replace-if-version"
+	}
+	return fmt.Sprintf("put-mode(%d)", uint8(m))
+}
+
+// PutOptions controls a Put.
+type PutOptions struct {
+	Mode      PutMode
+	IfVersion string // required for PutReplaceIfVersion
+}
+
+// DeleteOptions controls a Delete. With IfVersion empty the delete is
+// unconditional and a missing key is not an error. With IfVersion set the
+// delete happens only if the object has that version: a mismatch is
+// ErrPreconditionFailed, a missing key is ErrNotFound.
+type DeleteOptions struct {
+	IfVersion string
+}
+
+// DeleteResult is the outcome for one key of a DeleteMany.
+type DeleteResult struct {
+	Key string
+	Err error // nil when deleted or already absent
+}
+
+// ListOptions selects one page of a listing.
+type ListOptions struct {
+	Prefix     string
+	StartAfter string // exclusive; keys strictly greater are returned
+	PageSize   int    // 0 means the adapter's default; clamped to its limit
+}
+
+// ListPage is one page of keys in lexicographic (byte) order.
+type ListPage struct {
+	Objects []Info
+	// More is true when keys after the last one on this page may exist;
+	// continue with StartAfter set to the last key.
+	More bool
+}
+
+// Reader is an open object body with the info of exactly the version being
+// read. Close it.
+type Reader struct {
+	Info Info
+	io.ReadCloser
+}

@@ -35,6 +35,9 @@ func ParseLocation(s string) (Location, error) {
 		return bad("empty store URI: give a path, file:///abs/path, s3://bucket/prefix, gs://bucket/prefix or az://container/prefix")
 	}
 	if !strings.Contains(s, "://") {
+		if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Opaque != "" {
+			return bad("looks like a URI without '//': write %s://... (or ./%s for a local path)", u.Scheme, s)
+		}
 		abs, err := filepath.Abs(s)
 		if err != nil {
 			return bad("cannot make the path absolute: %v", err)

@@ -1,6 +1,6 @@
 module github.com/retain-dev/retain
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/fatih/color v1.13.0 // indirect

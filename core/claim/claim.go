@@ -1,0 +1,383 @@
+// Package claim is the retention claim: at most one retention operation owns
+// a store at a time. The claim is one object, __leases/retention.json,
+// created with create-if-absent and carrying a random owner token. It is
+// never stolen for its age: a takeover needs the exact token of the stale
+// claim and proof that its owner cannot resume.
+package claim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// Key is where the claim lives in a store.
+const Key = "__leases/retention.json"
+
+// Format is the payload format version this package writes.
+const Format = 1
+
+// Sentinel errors; the concrete errors are *HeldError and *LostError.
+var (
+	// ErrHeld: acquire found the claim held by someone else.
+	ErrHeld = errors.New("retention claim is held")
+	// ErrLost: a handle no longer owns the claim (released, taken over,
+	// replaced or unreadable).
+	ErrLost = errors.New("retention claim lost")
+	// ErrNoProof: a takeover was refused because nothing proves the
+	// holder cannot resume.
+	ErrNoProof = errors.New("no proof that the claim's owner cannot resume")
+)
+
+// Payload is the claim object's content.
+type Payload struct {
+	Format       int       `json:"format"`
+	OperationID  string    `json:"operation_id"`
+	Action       string    `json:"action"`
+	Actor        string    `json:"actor"`
+	CreatedAt    time.Time `json:"created_at"`
+	OwnerToken   string    `json:"owner_token"`
+	Host         string    `json:"host"`
+	PID          int       `json:"pid"`
+	BootID       string    `json:"boot_id,omitempty"`
+	ProcessStart string    `json:"process_start,omitempty"`
+	// Takeover is set when this claim replaced a stale one.
+	Takeover *TakeoverRecord `json:"takeover,omitempty"`
+}
+
+// TakeoverRecord says which claim was taken over, why and on what proof.
+type TakeoverRecord struct {
+	PreviousOperationID string    `json:"previous_operation_id"`
+	PreviousHost        string    `json:"previous_host"`
+	PreviousPID         int       `json:"previous_pid"`
+	PreviousCreatedAt   time.Time `json:"previous_created_at"`
+	Reason              string    `json:"reason"`
+	Proof               string    `json:"proof"`
+	// Attested is the operator's statement, when the owner ran on another
+	// host and the tool could not prove its death itself.
+	Attested string `json:"attested,omitempty"`
+}
+
+// HeldError carries the holder's payload (nil if it could not be read).
+type HeldError struct {
+	Holder  *Payload
+	Version string
+	Err     error // why the holder could not be read, if it could not
+}
+
+func (e *HeldError) Error() string {
+	if e.Holder == nil {
+		return fmt.Sprintf("%s: %s exists but could not be read (%v); it stays held: inspect it with `retain claim status`", ErrHeld, Key, e.Err)
+	}
+	h := e.Holder
+	return fmt.Sprintf("%s by %s (%s, operation %s) on %s pid %d since %s",
+		ErrHeld, h.Actor, h.Action, h.OperationID, h.Host, h.PID, h.CreatedAt.Format(time.RFC3339))
+}
+
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+func (e *HeldError) Unwrap() error        { return e.Err }
+
+// LostError says why a handle no longer owns the claim.
+type LostError struct {
+	Why string
+	Err error
+}
+
+func (e *LostError) Error() string {
+	s := ErrLost.Error() + ": " + e.Why
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *LostError) Is(target error) bool { return target == ErrLost }
+func (e *LostError) Unwrap() error        { return e.Err }
+
+// Request describes the operation that wants the claim.
+type Request struct {
+	OperationID string // generated if empty
+	Action      string // "cleanup", "checkpoint-create", ...
+	Actor       string // who: user, service; defaults to $USER@host
+	// Scope is how far the store's writers reach: ScopeHost is enough for
+	// a file:// store, a shared bucket needs ScopeGlobal. Zero means global.
+	Scope core.Scope
+	// Logger receives takeover records; nil means none.
+	Logger hclog.Logger
+}
+
+// ScopeFor returns the scope a claim on loc needs.
+func ScopeFor(loc core.Location) core.Scope {
+	if loc.Scheme == "file" {
+		return core.ScopeHost
+	}
+	return core.ScopeGlobal
+}
+
+// Handle is a held claim.
+type Handle struct {
+	store   *core.Store
+	payload Payload
+	version string
+	scope   core.Scope
+}
+
+// Payload returns what was written.
+func (h *Handle) Payload() Payload { return h.payload }
+
+// Version is the claim object's version token as created.
+func (h *Handle) Version() string { return h.version }
+
+// Token is the owner token.
+func (h *Handle) Token() string { return h.payload.OwnerToken }
+
+func newToken() string {
+	var b [16]byte // 128 bits
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("claim: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func self(req Request) Payload {
+	host, _ := os.Hostname()
+	actor := req.Actor
+	if actor == "" {
+		actor = os.Getenv("USER")
+		if actor == "" {
+			actor = "unknown"
+		}
+		actor += "@" + host
+	}
+	op := req.OperationID
+	if op == "" {
+		op = "op-" + newToken()[:12]
+	}
+	start, _ := processStart(os.Getpid())
+	return Payload{
+		Format:       Format,
+		OperationID:  op,
+		Action:       req.Action,
+		Actor:        actor,
+		CreatedAt:    time.Now().UTC().Truncate(time.Millisecond),
+		OwnerToken:   newToken(),
+		Host:         host,
+		PID:          os.Getpid(),
+		BootID:       bootID(),
+		ProcessStart: start,
+	}
+}
+
+func scopeOf(req Request) core.Scope {
+	if req.Scope == core.ScopeNone {
+		return core.ScopeGlobal
+	}
+	return req.Scope
+}
+
+// Acquire creates the claim. If it exists the error is a *HeldError
+// (errors.Is(err, ErrHeld)) with the holder's payload. An adapter whose
+// create-if-absent does not reach req.Scope is refused with
+// core.ErrUnsupported naming the capability.
+func Acquire(ctx context.Context, s *core.Store, req Request) (*Handle, error) {
+	scope := scopeOf(req)
+	if err := s.Require(core.FeatureCreateIfAbsent, scope); err != nil {
+		return nil, fmt.Errorf("retention claim needs create-if-absent reaching every writer of this store: %w", err)
+	}
+	p := self(req)
+	return create(ctx, s, p, scope)
+}
+
+func create(ctx context.Context, s *core.Store, p Payload, scope core.Scope) (*Handle, error) {
+	body, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.PutBytes(ctx, Key, body, core.PutOptions{Mode: core.PutCreateIfAbsent})
+	if errors.Is(err, core.ErrAlreadyExists) {
+		holder, hinfo, rerr := Read(ctx, s)
+		if rerr != nil {
+			return nil, &HeldError{Err: rerr}
+		}
+		return nil, &HeldError{Holder: holder, Version: hinfo.Version}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Handle{store: s, payload: p, version: info.Version, scope: scope}, nil
+}
+
+// Read returns the current claim, or core.ErrNotFound if the store is free.
+// A claim that cannot be parsed is an error (kind unknown): it stays held.
+func Read(ctx context.Context, s *core.Store) (*Payload, core.Info, error) {
+	b, info, err := s.ReadAll(ctx, Key)
+	if err != nil {
+		return nil, core.Info{}, err
+	}
+	var p Payload
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&p); err != nil {
+		return nil, info, core.Errorf("read", Key, core.ErrUnknown, "claim object is not valid JSON (%v): the store stays claimed; inspect the object, and take it over only with its owner token", err)
+	}
+	if p.Format != Format || p.OwnerToken == "" {
+		return nil, info, core.Errorf("read", Key, core.ErrUnknown, "claim object has format %d and token %q: this build reads format %d; the store stays claimed", p.Format, p.OwnerToken, Format)
+	}
+	return &p, info, nil
+}
+
+// Verify proves the handle still owns the claim: the object exists with the
+// version it was created with and carries the handle's token. Every
+// protected phase of an operation calls it before acting.
+func (h *Handle) Verify(ctx context.Context) error {
+	p, info, err := Read(ctx, h.store)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return &LostError{Why: "the claim object is gone (released or taken over)"}
+	case err != nil:
+		return &LostError{Why: "the claim object cannot be read", Err: err}
+	case p.OwnerToken != h.payload.OwnerToken:
+		return &LostError{Why: fmt.Sprintf("the claim now belongs to %s (operation %s)", p.Actor, p.OperationID)}
+	case info.Version != h.version:
+		return &LostError{Why: "the claim object was rewritten since it was acquired"}
+	}
+	return nil
+}
+
+// Release gives the claim up. With conditional delete reaching the claim's
+// scope it is one delete-if-version of exactly the acquired object. Without
+// it, Release re-reads, checks token and version, then deletes: a takeover
+// landing between that check and the delete would be deleted too. That
+// window is why a takeover needs proof that the old owner cannot resume.
+// A mismatched token or version is refused with *LostError and the claim
+// object is left as it is.
+func (h *Handle) Release(ctx context.Context) error {
+	if h.store.Require(core.FeatureDeleteIfVersion, h.scope) == nil {
+		err := h.store.Delete(ctx, Key, core.DeleteOptions{IfVersion: h.version})
+		switch {
+		case errors.Is(err, core.ErrPreconditionFailed):
+			return &LostError{Why: "release refused: the claim object is not the one this handle created", Err: err}
+		case errors.Is(err, core.ErrNotFound):
+			return &LostError{Why: "release: the claim object is already gone", Err: err}
+		}
+		return err
+	}
+	if err := h.Verify(ctx); err != nil {
+		return err
+	}
+	return h.store.Delete(ctx, Key, core.DeleteOptions{})
+}
+
+// TakeoverRequest asks to replace a stale claim.
+type TakeoverRequest struct {
+	Request
+	// Token must equal the stale claim's owner token exactly.
+	Token string
+	// Reason is recorded in the new claim and the log.
+	Reason string
+	// OwnerDeadAttested is the operator's statement that the owner on
+	// another host cannot resume. Only consulted when the tool cannot
+	// prove it itself.
+	OwnerDeadAttested string
+}
+
+// Proof explains why the holder of p cannot resume, or returns ErrNoProof.
+// On the same host the tool proves it: the boot id changed, the pid is not
+// running, or the pid now belongs to a process with another start time.
+// For an owner on another host only an attestation counts.
+func Proof(p *Payload, attested string) (string, error) {
+	host, _ := os.Hostname()
+	if p.Host == host && p.BootID != "" {
+		if boot := bootID(); boot != "" && boot != p.BootID {
+			return fmt.Sprintf("host %s rebooted (boot id %s, claim made under %s)", host, boot, p.BootID), nil
+		}
+		alive, start, err := processAlive(p.PID)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("%w: cannot inspect pid %d on this host: %v", ErrNoProof, p.PID, err)
+		case !alive:
+			return fmt.Sprintf("pid %d is not running on %s", p.PID, host), nil
+		case p.ProcessStart != "" && start != p.ProcessStart:
+			return fmt.Sprintf("pid %d on %s is a different process (started at tick %s, owner started at %s)", p.PID, host, start, p.ProcessStart), nil
+		}
+		return "", fmt.Errorf("%w: pid %d on %s is still running (the same process that made the claim)", ErrNoProof, p.PID, host)
+	}
+	if attested != "" {
+		return "attested by operator: " + attested, nil
+	}
+	if p.Host == host {
+		return "", fmt.Errorf("%w: the claim carries no boot id to check against; pass --owner-dead-attested with a reason", ErrNoProof)
+	}
+	return "", fmt.Errorf("%w: the owner ran on host %s, which this tool cannot inspect; pass --owner-dead-attested with a reason once you have made sure it is dead", ErrNoProof, p.Host)
+}
+
+// Takeover replaces the stale claim whose token is req.Token with a new
+// claim owned by the caller. It needs the exact token and proof that the
+// owner cannot resume; without either it refuses and the claim is
+// untouched. It is conditional: delete-if-version of exactly the stale
+// object, then create-if-absent.
+func Takeover(ctx context.Context, s *core.Store, req TakeoverRequest) (*Handle, error) {
+	scope := scopeOf(req.Request)
+	if err := s.Require(core.FeatureCreateIfAbsent, scope); err != nil {
+		return nil, fmt.Errorf("retention claim needs create-if-absent reaching every writer of this store: %w", err)
+	}
+	if req.Reason == "" {
+		return nil, core.Errorf("takeover", Key, core.ErrInvalidArgument, "a takeover needs a reason")
+	}
+	stale, info, err := Read(ctx, s)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, core.Errorf("takeover", Key, core.ErrNotFound, "the store is not claimed: nothing to take over; acquire it instead")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if req.Token != stale.OwnerToken {
+		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the token given is not the claim's owner token: see `retain claim status`; the claim is untouched")
+	}
+	proof, err := Proof(stale, req.OwnerDeadAttested)
+	if err != nil {
+		return nil, err
+	}
+	rec := &TakeoverRecord{
+		PreviousOperationID: stale.OperationID, PreviousHost: stale.Host, PreviousPID: stale.PID,
+		PreviousCreatedAt: stale.CreatedAt, Reason: req.Reason, Proof: proof, Attested: req.OwnerDeadAttested,
+	}
+	if s.Require(core.FeatureDeleteIfVersion, scope) == nil {
+		err = s.Delete(ctx, Key, core.DeleteOptions{IfVersion: info.Version})
+	} else {
+		// Without conditional delete: re-check right before an
+		// unconditional delete; the window is the one Release documents.
+		var again core.Info
+		again, err = s.Stat(ctx, Key)
+		if err == nil && again.Version != info.Version {
+			err = core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the claim changed while taking it over")
+		}
+		if err == nil {
+			err = s.Delete(ctx, Key, core.DeleteOptions{})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("takeover: removing the stale claim: %w", err)
+	}
+	p := self(req.Request)
+	p.Takeover = rec
+	h, err := create(ctx, s, p, scope)
+	if err != nil {
+		return nil, fmt.Errorf("takeover: the stale claim was removed but another owner claimed the store first: %w", err)
+	}
+	if req.Logger != nil {
+		req.Logger.Warn("retention claim taken over", "store_key", Key, "previous_operation", rec.PreviousOperationID,
+			"previous_host", rec.PreviousHost, "previous_pid", rec.PreviousPID, "reason", rec.Reason, "proof", rec.Proof,
+			"new_operation", p.OperationID, "actor", p.Actor)
+	}
+	return h, nil
+}

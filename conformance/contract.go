@@ -33,7 +33,7 @@ func RunContract(t *testing.T, open OpenFunc) {
 
 type contractCase struct {
 	name string
-	run  func(t *testing.T, s *core.Store)
+	run  func(t T, s *core.Store)
 }
 
 var contractCases = []contractCase{
@@ -54,20 +54,20 @@ var contractCases = []contractCase{
 	{"DeclaredNoneIsUnsupported", testDeclaredNone},
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-func wantKind(t *testing.T, err error, kind core.Kind, what string) {
+func wantKind(t T, err error, kind core.Kind, what string) {
 	t.Helper()
 	if !errors.Is(err, kind) {
 		t.Fatalf("%s: want %s, got %v (kind %s)", what, kind, err, core.KindOf(err))
 	}
 }
 
-func mustPut(t *testing.T, s *core.Store, key string, body []byte, opts core.PutOptions) core.Info {
+func mustPut(t T, s *core.Store, key string, body []byte, opts core.PutOptions) core.Info {
 	t.Helper()
 	info, err := s.PutBytes(ctxT(t), key, body, opts)
 	if err != nil {
@@ -79,7 +79,7 @@ func mustPut(t *testing.T, s *core.Store, key string, body []byte, opts core.Put
 	return info
 }
 
-func mustRead(t *testing.T, s *core.Store, key string) ([]byte, core.Info) {
+func mustRead(t T, s *core.Store, key string) ([]byte, core.Info) {
 	t.Helper()
 	b, info, err := s.ReadAll(ctxT(t), key)
 	if err != nil {
@@ -88,7 +88,7 @@ func mustRead(t *testing.T, s *core.Store, key string) ([]byte, core.Info) {
 	return b, info
 }
 
-func wantBody(t *testing.T, s *core.Store, key string, want []byte) {
+func wantBody(t T, s *core.Store, key string, want []byte) {
 	t.Helper()
 	got, _ := mustRead(t, s, key)
 	if !bytes.Equal(got, want) {
@@ -96,13 +96,13 @@ func wantBody(t *testing.T, s *core.Store, key string, want []byte) {
 	}
 }
 
-func wantAbsent(t *testing.T, s *core.Store, key string) {
+func wantAbsent(t T, s *core.Store, key string) {
 	t.Helper()
 	_, err := s.Stat(ctxT(t), key)
 	wantKind(t, err, core.ErrNotFound, "stat "+key)
 }
 
-func testRoundTrip(t *testing.T, s *core.Store) {
+func testRoundTrip(t T, s *core.Store) {
 	for _, body := range [][]byte{{}, []byte("x"), bytes.Repeat([]byte("0123456789abcdef"), 65536)} {
 		key := fmt.Sprintf("rt/%d", len(body))
 		info := mustPut(t, s, key, body, core.PutOptions{})
@@ -125,7 +125,7 @@ func testRoundTrip(t *testing.T, s *core.Store) {
 	}
 }
 
-func testMissing(t *testing.T, s *core.Store) {
+func testMissing(t T, s *core.Store) {
 	ctx := ctxT(t)
 	_, err := s.Get(ctx, "missing/a")
 	wantKind(t, err, core.ErrNotFound, "get missing")
@@ -140,7 +140,7 @@ func testMissing(t *testing.T, s *core.Store) {
 	}
 }
 
-func testOverwriteVersion(t *testing.T, s *core.Store) {
+func testOverwriteVersion(t T, s *core.Store) {
 	a := mustPut(t, s, "ov/k", []byte("same"), core.PutOptions{})
 	b := mustPut(t, s, "ov/k", []byte("same"), core.PutOptions{})
 	if a.Version == b.Version {
@@ -148,14 +148,14 @@ func testOverwriteVersion(t *testing.T, s *core.Store) {
 	}
 }
 
-func skipIfNone(t *testing.T, s *core.Store, f core.Feature) {
+func skipIfNone(t T, s *core.Store, f core.Feature) {
 	c, _ := s.Capabilities().Of(f)
 	if c.Level == core.LevelNone {
 		t.Skipf("adapter declares %s none (%s): checked by DeclaredNoneIsUnsupported", f, c.Reason)
 	}
 }
 
-func testCreateIfAbsent(t *testing.T, s *core.Store) {
+func testCreateIfAbsent(t T, s *core.Store) {
 	skipIfNone(t, s, core.FeatureCreateIfAbsent)
 	create := core.PutOptions{Mode: core.PutCreateIfAbsent}
 	mustPut(t, s, "cia/k", []byte("first"), create)
@@ -164,7 +164,7 @@ func testCreateIfAbsent(t *testing.T, s *core.Store) {
 	wantBody(t, s, "cia/k", []byte("first"))
 }
 
-func testReplaceIfVersion(t *testing.T, s *core.Store) {
+func testReplaceIfVersion(t T, s *core.Store) {
 	skipIfNone(t, s, core.FeatureReplaceIfVersion)
 	v1 := mustPut(t, s, "riv/k", []byte("one"), core.PutOptions{})
 	v2 := mustPut(t, s, "riv/k", []byte("two"), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: v1.Version})
@@ -179,7 +179,7 @@ func testReplaceIfVersion(t *testing.T, s *core.Store) {
 	wantAbsent(t, s, "riv/missing")
 }
 
-func testDeleteIfVersion(t *testing.T, s *core.Store) {
+func testDeleteIfVersion(t T, s *core.Store) {
 	skipIfNone(t, s, core.FeatureDeleteIfVersion)
 	ctx := ctxT(t)
 	v1 := mustPut(t, s, "div/k", []byte("one"), core.PutOptions{})
@@ -195,7 +195,7 @@ func testDeleteIfVersion(t *testing.T, s *core.Store) {
 	wantKind(t, err, core.ErrNotFound, "delete-if-version of a missing key")
 }
 
-func testDeleteMany(t *testing.T, s *core.Store) {
+func testDeleteMany(t T, s *core.Store) {
 	var keys []string
 	for i := range 25 {
 		k := fmt.Sprintf("dm/%03d", i)
@@ -233,7 +233,7 @@ func testDeleteMany(t *testing.T, s *core.Store) {
 // "a/b", so the contract does not ask it to.
 var orderKeys = []string{"o/a.b", "o/a/b", "o/a/c/d", "o/a0", "o/b", "o/~", "o/é"}
 
-func testListOrder(t *testing.T, s *core.Store) {
+func testListOrder(t T, s *core.Store) {
 	for i := len(orderKeys) - 1; i >= 0; i-- {
 		mustPut(t, s, orderKeys[i], []byte(orderKeys[i]), core.PutOptions{})
 	}
@@ -267,7 +267,7 @@ func keysOf(infos []core.Info) string {
 	return strings.Join(ks, ",")
 }
 
-func testListPaging(t *testing.T, s *core.Store) {
+func testListPaging(t T, s *core.Store) {
 	var want []string
 	for i := range 23 {
 		k := fmt.Sprintf("pg/%02d", i)
@@ -300,7 +300,7 @@ func testListPaging(t *testing.T, s *core.Store) {
 	}
 }
 
-func testListLimit(t *testing.T, s *core.Store) {
+func testListLimit(t T, s *core.Store) {
 	for i := range 12 {
 		mustPut(t, s, fmt.Sprintf("lim/%02d", i), nil, core.PutOptions{})
 	}
@@ -316,7 +316,7 @@ func testListLimit(t *testing.T, s *core.Store) {
 // the driver itself (which cannot trust its caller across the boundary).
 var InvalidKeys = []string{"", "/abs", "a//b", "a/./b", "a/../b", "..", "a/", "nul\x00byte", "ctl\x01", "back\\slash", strings.Repeat("k", core.MaxKeyBytes+1)}
 
-func testInvalidKeys(t *testing.T, s *core.Store) {
+func testInvalidKeys(t T, s *core.Store) {
 	ctx := ctxT(t)
 	d := s.Driver()
 	for _, k := range InvalidKeys {
@@ -337,7 +337,7 @@ func testInvalidKeys(t *testing.T, s *core.Store) {
 	}
 }
 
-func testLargeObject(t *testing.T, s *core.Store) {
+func testLargeObject(t T, s *core.Store) {
 	body := make([]byte, 9<<20+17)
 	for i := range body {
 		body[i] = byte(i * 7 / 3)
@@ -349,7 +349,7 @@ func testLargeObject(t *testing.T, s *core.Store) {
 // testAtomicVisibility replaces a 2 MiB object with uniform bodies of a new
 // byte value each time while readers read it: every body read must be whole
 // and uniform. Bounded by write count, not wall time.
-func testAtomicVisibility(t *testing.T, s *core.Store) {
+func testAtomicVisibility(t T, s *core.Store) {
 	const size, writes, readers = 2 << 20, 40, 3
 	ctx := ctxT(t)
 	mustPut(t, s, "av/k", bytes.Repeat([]byte{'A'}, size), core.PutOptions{})
@@ -395,7 +395,7 @@ func testAtomicVisibility(t *testing.T, s *core.Store) {
 	}
 }
 
-func testGates(t *testing.T, s *core.Store) {
+func testGates(t T, s *core.Store) {
 	gates := s.Capabilities().Gates
 	if len(gates) == 0 {
 		t.Skip("adapter declares no gates")
@@ -431,7 +431,7 @@ func testGates(t *testing.T, s *core.Store) {
 
 // testDeclaredNone: every capability declared none must answer unsupported
 // from the driver itself and write nothing.
-func testDeclaredNone(t *testing.T, s *core.Store) {
+func testDeclaredNone(t T, s *core.Store) {
 	caps := s.Capabilities()
 	ctx := ctxT(t)
 	d := s.Driver()
@@ -460,4 +460,3 @@ func testDeclaredNone(t *testing.T, s *core.Store) {
 		t.Skip("adapter declares no capability none")
 	}
 }
-

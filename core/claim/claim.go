@@ -109,6 +109,9 @@ type Request struct {
 	OperationID string // generated if empty
 	Action      string // "cleanup", "checkpoint-create", ...
 	Actor       string // who: user, service; defaults to $USER@host
+	// Host names this host; defaults to os.Hostname(). Set it where the
+	// kernel's host name is not a stable identity (some containers).
+	Host string
 	// Scope is how far the store's writers reach: ScopeHost is enough for
 	// a file:// store, a shared bucket needs ScopeGlobal. Zero means global.
 	Scope core.Scope
@@ -149,8 +152,16 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func self(req Request) Payload {
+func hostOf(req Request) string {
+	if req.Host != "" {
+		return req.Host
+	}
 	host, _ := os.Hostname()
+	return host
+}
+
+func self(req Request) Payload {
+	host := hostOf(req)
 	actor := req.Actor
 	if actor == "" {
 		actor = os.Getenv("USER")
@@ -293,9 +304,9 @@ type TakeoverRequest struct {
 // Proof explains why the holder of p cannot resume, or returns ErrNoProof.
 // On the same host the tool proves it: the boot id changed, the pid is not
 // running, or the pid now belongs to a process with another start time.
-// For an owner on another host only an attestation counts.
-func Proof(p *Payload, attested string) (string, error) {
-	host, _ := os.Hostname()
+// For an owner on another host only an attestation counts. host is the
+// caller's host identity.
+func Proof(host string, p *Payload, attested string) (string, error) {
 	if p.Host == host && p.BootID != "" {
 		if boot := bootID(); boot != "" && boot != p.BootID {
 			return fmt.Sprintf("host %s rebooted (boot id %s, claim made under %s)", host, boot, p.BootID), nil
@@ -343,7 +354,7 @@ func Takeover(ctx context.Context, s *core.Store, req TakeoverRequest) (*Handle,
 	if req.Token != stale.OwnerToken {
 		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the token given is not the claim's owner token: see `retain claim status`; the claim is untouched")
 	}
-	proof, err := Proof(stale, req.OwnerDeadAttested)
+	proof, err := Proof(hostOf(req.Request), stale, req.OwnerDeadAttested)
 	if err != nil {
 		return nil, err
 	}

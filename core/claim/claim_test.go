@@ -180,3 +180,57 @@ func TestAcquireRefusesNarrowCreate(t *testing.T) {
 		t.Fatalf("host scope is enough for a file store: %v", err)
 	}
 }
+
+// One request to acquire, one to release, on an adapter with conditional
+// delete: counted, not timed.
+func TestClaimCycleRequests(t *testing.T) {
+	ctx := context.Background()
+	c := core.NewCounting(memstore.New())
+	s, _ := core.NewStore(ctx, "memory", c)
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Counts().Total(); n != 1 {
+		t.Fatalf("acquire took %d requests, want 1: %+v", n, c.Counts())
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Counts().Total(); n != 2 {
+		t.Fatalf("acquire+release took %d requests, want 2: %+v", n, c.Counts())
+	}
+}
+
+type noCondDelete struct{ core.Driver }
+
+func (n noCondDelete) Capabilities(ctx context.Context) (core.Capabilities, error) {
+	c, err := n.Driver.Capabilities(ctx)
+	c.DeleteIfVersion = core.Capability{Reason: "test"}
+	return c, err
+}
+
+// Without conditional delete, release re-reads and checks before deleting:
+// a stale handle is still refused.
+func TestReleaseWithoutConditionalDelete(t *testing.T) {
+	ctx := context.Background()
+	c := core.NewCounting(noCondDelete{memstore.New()})
+	s, _ := core.NewStore(ctx, "nocond", c)
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Counts(); n.Get != 1 || n.Delete != 1 || n.Total() != 3 {
+		t.Fatalf("fallback release: %+v, want 1 get + 1 delete after the create", n)
+	}
+	h2, _ := claim.Acquire(ctx, s, claim.Request{Action: "cleanup"})
+	if err := h.Release(ctx); !errors.Is(err, claim.ErrLost) {
+		t.Fatalf("stale handle released through the fallback: %v", err)
+	}
+	if err := h2.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,92 @@
+// Package bundled lists the first-party adapters that ship inside the retain
+// binary and opens stores through them, always out of process: the binary
+// re-executes itself as the adapter's plugin (hidden subcommand
+// `__adapter-plugin NAME`), so a bundled adapter and a vendor's binary cross
+// the same gRPC boundary.
+package bundled
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/pluginproto"
+)
+
+// PluginCommand is the hidden subcommand under which a binary that embeds
+// the bundled adapters serves one of them as a plugin.
+const PluginCommand = pluginproto.BundledSubcommand
+
+// Adapters are the adapters that ship in the binary.
+var Adapters = []core.Adapter{localfs.Adapter}
+
+// Reserved maps URI schemes whose adapters are planned but not shipped yet
+// to the adapter's name.
+var Reserved = map[string]string{"s3": "s3", "gs": "gcs", "az": "azure"}
+
+// ForScheme returns the bundled adapter serving a URI scheme.
+func ForScheme(scheme string) (core.Adapter, error) {
+	for _, a := range Adapters {
+		for _, s := range a.Schemes {
+			if s == scheme {
+				return a, nil
+			}
+		}
+	}
+	if name, ok := Reserved[scheme]; ok {
+		return core.Adapter{}, core.Errorf("open", scheme+"://", core.ErrUnsupported,
+			"adapter %q not available yet: this build serves %s", name, schemes())
+	}
+	return core.Adapter{}, core.Errorf("open", scheme+"://", core.ErrInvalidArgument,
+		"no adapter serves the %q scheme: this build serves %s", scheme, schemes())
+}
+
+func schemes() string {
+	var out []string
+	for _, a := range Adapters {
+		for _, s := range a.Schemes {
+			out = append(out, s+"://")
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// Serve serves the named bundled adapter as a plugin; the hidden subcommand
+// calls it. It returns only on error.
+func Serve(name string) error {
+	return pluginproto.ServeBundled(Adapters, name)
+}
+
+// Open parses uri, picks the bundled adapter for its scheme and launches it
+// as a plugin of the running executable.
+func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
+	loc, err := core.ParseLocation(uri)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ForScheme(loc.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	return OpenAdapter(ctx, a.Name, loc, logger)
+}
+
+// OpenAdapter launches the named bundled adapter on loc.
+func OpenAdapter(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*core.Store, error) {
+	c, err := pluginproto.LaunchBundled(ctx, name, loc, logger)
+	if err != nil {
+		return nil, err
+	}
+	s, err := core.NewStore(ctx, name, c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("adapter %s: %w", name, err)
+	}
+	return s, nil
+}

@@ -1,0 +1,1044 @@
+//go:build linux
+
+package localfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// --- helpers ------------------------------------------------------------
+
+func openT(t *testing.T, root string, o openOptions) *Driver {
+	t.Helper()
+	d, err := openWith(root, o)
+	if err != nil {
+		t.Fatalf("open %s: %v", root, err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func newT(t *testing.T) (*Driver, string) {
+	t.Helper()
+	root := t.TempDir()
+	return openT(t, root, openOptions{}), root
+}
+
+var bg = context.Background()
+
+func putS(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
+	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
+}
+
+func mustPut(t *testing.T, d *Driver, key, body string) core.Info {
+	t.Helper()
+	info, err := putS(d, key, body, core.PutOverwrite, "")
+	if err != nil {
+		t.Fatalf("put %q: %v", key, err)
+	}
+	return info
+}
+
+func readS(t *testing.T, d *Driver, key string) (string, core.Info, error) {
+	t.Helper()
+	r, err := d.Get(bg, key)
+	if err != nil {
+		return "", core.Info{}, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("read %q: %v", key, err)
+	}
+	return string(b), r.Info, nil
+}
+
+func mustRead(t *testing.T, d *Driver, key string) (string, core.Info) {
+	t.Helper()
+	s, info, err := readS(t, d, key)
+	if err != nil {
+		t.Fatalf("get %q: %v", key, err)
+	}
+	return s, info
+}
+
+func wantKind(t *testing.T, what string, err error, kind core.Kind) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: got no error, want %v", what, kind)
+	}
+	var ce *core.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: error %v (%T) is not a *core.Error", what, err, err)
+	}
+	if ce.Kind != kind {
+		t.Fatalf("%s: got kind %v (%v), want %v", what, ce.Kind, err, kind)
+	}
+}
+
+// tree lists every path under root (relative), except the reserved dir.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatalf("walk: %v", err)
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		if rel == reservedDir {
+			return filepath.SkipDir
+		}
+		out = append(out, rel)
+		return nil
+	})
+	return out
+}
+
+func listAll(t *testing.T, d *Driver, prefix string) []string {
+	t.Helper()
+	var keys []string
+	opts := core.ListOptions{Prefix: prefix}
+	for {
+		page, err := d.List(bg, opts)
+		if err != nil {
+			t.Fatalf("list %q: %v", prefix, err)
+		}
+		for _, o := range page.Objects {
+			keys = append(keys, o.Key)
+		}
+		if !page.More {
+			return keys
+		}
+		opts.StartAfter = keys[len(keys)-1]
+	}
+}
+
+// --- open, capabilities -------------------------------------------------
+
+func TestOpen(t *testing.T) {
+	_, err := Open("relative/path")
+	wantKind(t, "relative root", err, core.ErrInvalidArgument)
+
+	parent := t.TempDir()
+	d, err := Open(filepath.Join(parent, "new"))
+	if err != nil {
+		t.Fatalf("open of a missing root with an existing parent: %v", err)
+	}
+	d.Close()
+	if fi, err := os.Stat(filepath.Join(parent, "new")); err != nil || !fi.IsDir() {
+		t.Fatalf("root not created: %v", err)
+	}
+
+	_, err = Open(filepath.Join(parent, "missing", "root"))
+	wantKind(t, "missing parent", err, core.ErrNotFound)
+
+	file := filepath.Join(parent, "file")
+	os.WriteFile(file, nil, 0o644)
+	_, err = Open(file)
+	wantKind(t, "root is a file", err, core.ErrInvalidArgument)
+
+	// Through the core.Adapter.
+	loc, err := core.ParseLocation("file://" + parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := Adapter.Open(bg, loc)
+	if err != nil {
+		t.Fatalf("Adapter.Open: %v", err)
+	}
+	drv.Close()
+	_, err = Adapter.Open(bg, core.Location{Scheme: "s3", Bucket: "b"})
+	wantKind(t, "wrong scheme", err, core.ErrInvalidArgument)
+	loc.Options = map[string]string{"bogus": "1"}
+	_, err = Adapter.Open(bg, loc)
+	wantKind(t, "unknown option", err, core.ErrInvalidArgument)
+
+	d, _ = newT(t)
+	d.Close()
+	_, err = d.Stat(bg, "x")
+	wantKind(t, "stat after close", err, core.ErrInvalidArgument)
+}
+
+func TestCapabilitiesLocal(t *testing.T) {
+	d, _ := newT(t)
+	c, err := d.Capabilities(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CreateIfAbsent.Level != core.LevelNative || c.CreateIfAbsent.Reach() != core.ScopeGlobal {
+		t.Errorf("create-if-absent = %+v, want native", c.CreateIfAbsent)
+	}
+	for name, cp := range map[string]core.Capability{"replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
+		if cp.Level != core.LevelGated || cp.Scope != core.ScopeHost || cp.Gate != stripeGate {
+			t.Errorf("%s-if-version = %+v, want gated(%s, host)", name, cp, stripeGate)
+		}
+	}
+	if g, ok := c.Gate(MetadataGate); !ok || g.Scope != core.ScopeHost {
+		t.Errorf("gates = %+v, want %q with host scope", c.Gates, MetadataGate)
+	}
+	if !c.OrderedList || !c.ListAfterWrite || c.Limits.MaxDeleteBatch != 1000 || c.Limits.MaxListPage != 1000 {
+		t.Errorf("list/limits = %v %v %+v", c.OrderedList, c.ListAfterWrite, c.Limits)
+	}
+	if !strings.Contains(strings.Join(c.Notes, "\n"), "statfs magic 0x") {
+		t.Errorf("notes do not name the filesystem type: %q", c.Notes)
+	}
+	if !d.xattr {
+		t.Errorf("user xattrs do not work on %s: the version tokens lose their random part", d.fs)
+	}
+	// The core accepts it and round-trips through the portable Store.
+	s, err := core.NewStore(bg, "localfs", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBytes(bg, "x/y", []byte("hi"), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := s.ReadAll(bg, "x/y")
+	if err != nil || string(b) != "hi" {
+		t.Fatalf("store read = %q, %v", b, err)
+	}
+	if err := s.WithGates(bg, core.ScopeHost, []string{MetadataGate}, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("WithGates: %v", err)
+	}
+}
+
+// --- keys -----------------------------------------------------------------
+
+func TestInvalidKeys(t *testing.T) {
+	d, root := newT(t)
+	bad := []string{
+		"", "/a", ".", "..", "a/./b", "a/../b", "../escape", "a/..", "a//b", "a/",
+		"a\x00b", "a\x01b", "a\x7fb", "a\\b", strings.Repeat("x", core.MaxKeyBytes+1),
+		".retain-localfs", ".retain-localfs/locks/00.lock", ".retain-tmp-1", "a/.retain-tmp-x", "a/.retain-tmp-x/b",
+	}
+	for _, k := range bad {
+		_, err := d.Get(bg, k)
+		wantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
+		_, err = d.Stat(bg, k)
+		wantKind(t, fmt.Sprintf("stat %q", k), err, core.ErrInvalidArgument)
+		for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+			_, err = putS(d, k, "x", m, "")
+			wantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrInvalidArgument)
+		}
+		_, err = putS(d, k, "x", core.PutReplaceIfVersion, "v")
+		wantKind(t, fmt.Sprintf("replace %q", k), err, core.ErrInvalidArgument)
+		wantKind(t, fmt.Sprintf("delete %q", k), d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
+		wantKind(t, fmt.Sprintf("delete-if %q", k), d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrInvalidArgument)
+		res, err := d.DeleteMany(bg, []string{k})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("delete-many %q: %v %v", k, res, err)
+		}
+		wantKind(t, fmt.Sprintf("delete-many %q", k), res[0].Err, core.ErrInvalidArgument)
+	}
+	// The reserved-name errors name the rule.
+	_, err := putS(d, ".retain-localfs/x", "x", core.PutOverwrite, "")
+	if !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("reserved dir error does not name the rule: %v", err)
+	}
+	_, err = putS(d, "a/.retain-tmp-x", "x", core.PutOverwrite, "")
+	if !strings.Contains(err.Error(), "reserved") {
+		t.Errorf("temp name error does not name the rule: %v", err)
+	}
+	for _, p := range []string{"/a", "a//", "a\\"} {
+		_, err := d.List(bg, core.ListOptions{Prefix: p})
+		wantKind(t, fmt.Sprintf("list %q", p), err, core.ErrInvalidArgument)
+	}
+	_, err = d.List(bg, core.ListOptions{PageSize: -1})
+	wantKind(t, "negative page size", err, core.ErrInvalidArgument)
+	if got := tree(t, root); len(got) != 0 {
+		t.Fatalf("invalid keys wrote %v", got)
+	}
+	// A segment longer than the filesystem allows is a limit, not a crash.
+	_, err = putS(d, strings.Repeat("y", 300), "x", core.PutOverwrite, "")
+	wantKind(t, "300-byte segment", err, core.ErrLimitExceeded)
+}
+
+// --- symlinks -------------------------------------------------------------
+
+func TestSymlinkDirectoryRefused(t *testing.T) {
+	d, root := newT(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "x"), []byte("secret"), 0o644)
+	os.MkdirAll(filepath.Join(root, "a"), 0o755)
+	for _, link := range []string{"evil", "a/evil"} {
+		if err := os.Symlink(outside, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{link + "/x", link + "/new", link + "/sub/new"} {
+			for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+				_, err := putS(d, k, "pwned", m, "")
+				wantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrPermissionDenied)
+				if !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), k) {
+					t.Errorf("error does not name the key and the symlink: %v", err)
+				}
+			}
+			_, err := putS(d, k, "pwned", core.PutReplaceIfVersion, "v")
+			wantKind(t, "replace "+k, err, core.ErrPermissionDenied)
+			_, _, err = readS(t, d, k)
+			wantKind(t, "get "+k, err, core.ErrPermissionDenied)
+			_, err = d.Stat(bg, k)
+			wantKind(t, "stat "+k, err, core.ErrPermissionDenied)
+			wantKind(t, "delete "+k, d.Delete(bg, k, core.DeleteOptions{}), core.ErrPermissionDenied)
+			wantKind(t, "delete-if "+k, d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrPermissionDenied)
+		}
+		if keys := listAll(t, d, ""); len(keys) != 0 {
+			t.Errorf("list shows %v through a symlink", keys)
+		}
+		if keys := listAll(t, d, link+"/"); len(keys) != 0 {
+			t.Errorf("list of prefix %q shows %v through a symlink", link+"/", keys)
+		}
+	}
+	ents, _ := os.ReadDir(outside)
+	if len(ents) != 1 || ents[0].Name() != "x" {
+		t.Fatalf("outside directory changed: %v", ents)
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "x")); string(b) != "secret" {
+		t.Fatalf("outside file changed: %q", b)
+	}
+}
+
+func TestSymlinkFileRefused(t *testing.T) {
+	d, root := newT(t)
+	outside := filepath.Join(t.TempDir(), "target")
+	os.WriteFile(outside, []byte("secret"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "f"))
+	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+		_, err := putS(d, "f", "pwned", m, "")
+		wantKind(t, fmt.Sprintf("put %v", m), err, core.ErrPermissionDenied)
+	}
+	_, err := putS(d, "f", "pwned", core.PutReplaceIfVersion, "v")
+	wantKind(t, "replace", err, core.ErrPermissionDenied)
+	_, _, err = readS(t, d, "f")
+	wantKind(t, "get", err, core.ErrPermissionDenied)
+	_, err = d.Stat(bg, "f")
+	wantKind(t, "stat", err, core.ErrPermissionDenied)
+	wantKind(t, "delete", d.Delete(bg, "f", core.DeleteOptions{}), core.ErrPermissionDenied)
+	res, _ := d.DeleteMany(bg, []string{"f"})
+	wantKind(t, "delete-many", res[0].Err, core.ErrPermissionDenied)
+	if fi, err := os.Lstat(filepath.Join(root, "f")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		t.Fatalf("the symlink itself was changed: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "secret" {
+		t.Fatalf("symlink target changed: %q", b)
+	}
+	if keys := listAll(t, d, ""); len(keys) != 0 {
+		t.Fatalf("list shows the symlink: %v", keys)
+	}
+}
+
+// --- put modes --------------------------------------------------------------
+
+func TestPutModes(t *testing.T) {
+	d, root := newT(t)
+	const k = "dir/sub/obj"
+
+	// create-if-absent
+	i1, err := putS(d, k, "one", core.PutCreateIfAbsent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "dir/sub/obj")); string(b) != "one" {
+		t.Fatalf("file layout: <root>/%s holds %q", k, b)
+	}
+	if i1.Key != k || i1.Size != 3 || i1.Version == "" {
+		t.Fatalf("info = %+v", i1)
+	}
+	_, err = putS(d, k, "two", core.PutCreateIfAbsent, "")
+	wantKind(t, "create over existing", err, core.ErrAlreadyExists)
+	if s, info := mustRead(t, d, k); s != "one" || info.Version != i1.Version {
+		t.Fatalf("losing create changed the object: %q %+v", s, info)
+	}
+
+	// replace-if-version
+	_, err = putS(d, k, "two", core.PutReplaceIfVersion, "not-the-version")
+	wantKind(t, "replace wrong version", err, core.ErrPreconditionFailed)
+	if s, _ := mustRead(t, d, k); s != "one" {
+		t.Fatalf("failed replace wrote %q", s)
+	}
+	i2, err := putS(d, k, "two", core.PutReplaceIfVersion, i1.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i2.Version == i1.Version {
+		t.Fatal("replace kept the version")
+	}
+	_, err = putS(d, k, "three", core.PutReplaceIfVersion, i1.Version)
+	wantKind(t, "replace with the old version", err, core.ErrPreconditionFailed)
+	_, err = putS(d, "dir/missing", "x", core.PutReplaceIfVersion, i1.Version)
+	wantKind(t, "replace missing", err, core.ErrNotFound)
+	_, err = putS(d, "nodir/missing", "x", core.PutReplaceIfVersion, i1.Version)
+	wantKind(t, "replace missing dir", err, core.ErrNotFound)
+	if _, err := os.Stat(filepath.Join(root, "nodir")); !os.IsNotExist(err) {
+		t.Fatalf("replace of a missing key created its directory: %v", err)
+	}
+
+	// invalid options
+	_, err = putS(d, k, "x", core.PutOverwrite, "v")
+	wantKind(t, "overwrite with IfVersion", err, core.ErrInvalidArgument)
+	_, err = putS(d, k, "x", core.PutCreateIfAbsent, "v")
+	wantKind(t, "create with IfVersion", err, core.ErrInvalidArgument)
+	_, err = putS(d, k, "x", core.PutReplaceIfVersion, "")
+	wantKind(t, "replace without IfVersion", err, core.ErrInvalidArgument)
+	_, err = putS(d, k, "x", core.PutMode(9), "")
+	wantKind(t, "unknown mode", err, core.ErrInvalidArgument)
+
+	// overwrite, then stat and get agree
+	i3 := mustPut(t, d, k, "three!")
+	st, err := d.Stat(bg, k)
+	if err != nil || st != i3 {
+		t.Fatalf("stat = %+v %v, put returned %+v", st, err, i3)
+	}
+	if s, info := mustRead(t, d, k); s != "three!" || info != i3 {
+		t.Fatalf("get = %q %+v, put returned %+v", s, info, i3)
+	}
+
+	// delete-if-version
+	wantKind(t, "delete wrong version", d.Delete(bg, k, core.DeleteOptions{IfVersion: i2.Version}), core.ErrPreconditionFailed)
+	if s, _ := mustRead(t, d, k); s != "three!" {
+		t.Fatal("failed delete-if-version changed the object")
+	}
+	if err := d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = readS(t, d, k)
+	wantKind(t, "get deleted", err, core.ErrNotFound)
+	_, err = d.Stat(bg, k)
+	wantKind(t, "stat deleted", err, core.ErrNotFound)
+	wantKind(t, "delete-if missing", d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}), core.ErrNotFound)
+	if err := d.Delete(bg, k, core.DeleteOptions{}); err != nil {
+		t.Fatalf("unconditional delete of a missing key: %v", err)
+	}
+	if err := d.Delete(bg, "no/such/dir/k", core.DeleteOptions{}); err != nil {
+		t.Fatalf("unconditional delete under a missing dir: %v", err)
+	}
+	// the emptied directories were pruned
+	if got := tree(t, root); len(got) != 0 {
+		t.Fatalf("left behind %v", got)
+	}
+
+	// empty body
+	ie, err := putS(d, "empty", "", core.PutCreateIfAbsent, "")
+	if err != nil || ie.Size != 0 {
+		t.Fatalf("empty object: %+v %v", ie, err)
+	}
+	if s, _ := mustRead(t, d, "empty"); s != "" {
+		t.Fatalf("empty object read %q", s)
+	}
+}
+
+func TestKeyAndDirectoryConflict(t *testing.T) {
+	d, _ := newT(t)
+	mustPut(t, d, "a", "file")
+	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+		_, err := putS(d, "a/b", "x", m, "")
+		wantKind(t, "put under an object", err, core.ErrInvalidArgument)
+	}
+	_, _, err := readS(t, d, "a/b")
+	wantKind(t, "get under an object", err, core.ErrNotFound)
+	if err := d.Delete(bg, "a/b", core.DeleteOptions{}); err != nil {
+		t.Fatalf("delete under an object: %v", err)
+	}
+
+	mustPut(t, d, "x/y", "deep")
+	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+		_, err := putS(d, "x", "x", m, "")
+		wantKind(t, fmt.Sprintf("put %v over a directory", m), err, core.ErrInvalidArgument)
+	}
+	_, _, err = readS(t, d, "x")
+	wantKind(t, "get a directory", err, core.ErrNotFound)
+	// An empty directory is not a key and makes room for the object.
+	for i, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+		k := fmt.Sprintf("empty%d", i)
+		os.MkdirAll(filepath.Join(d.root, k), 0o755)
+		if _, err := putS(d, k, "ok", m, ""); err != nil {
+			t.Fatalf("put %v over an empty directory: %v", m, err)
+		}
+	}
+	if err := d.Delete(bg, "x", core.DeleteOptions{}); err != nil {
+		t.Fatalf("delete of a directory name: %v", err)
+	}
+	if s, _ := mustRead(t, d, "x/y"); s != "deep" {
+		t.Fatal("x/y changed")
+	}
+}
+
+func TestVersionChangesOnEveryWrite(t *testing.T) {
+	for _, o := range []openOptions{{}, {noXattr: true}} {
+		t.Run(fmt.Sprintf("noXattr=%v", o.noXattr), func(t *testing.T) {
+			root := t.TempDir()
+			d := openT(t, root, o)
+			seen := map[string]int{}
+			prev := ""
+			for i := 0; i < 50; i++ {
+				info := mustPut(t, d, "v", "same bytes")
+				if o.noXattr {
+					if !strings.HasPrefix(info.Version, "-.") {
+						t.Fatalf("version %q has an xattr part with xattrs off", info.Version)
+					}
+				} else if strings.HasPrefix(info.Version, "-.") {
+					t.Fatalf("version %q has no xattr part", info.Version)
+				}
+				if info.Version == prev {
+					t.Fatalf("write %d kept version %q", i, prev)
+				}
+				if !o.noXattr {
+					if j, ok := seen[info.Version]; ok {
+						t.Fatalf("write %d repeated the version of write %d", i, j)
+					}
+				}
+				seen[info.Version] = i
+				prev = info.Version
+			}
+			// A program that rewrites the file in place (same size) also
+			// changes the version.
+			before, _ := d.Stat(bg, "v")
+			time.Sleep(10 * time.Millisecond)
+			if err := os.WriteFile(filepath.Join(root, "v"), []byte("SAME BYTES"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := d.Stat(bg, "v")
+			if before.Version == after.Version {
+				t.Fatalf("in-place rewrite kept version %q", after.Version)
+			}
+			_, err := putS(d, "v", "x", core.PutReplaceIfVersion, before.Version)
+			wantKind(t, "replace after a foreign write", err, core.ErrPreconditionFailed)
+			// Reading does not change it.
+			mustRead(t, d, "v")
+			if again, _ := d.Stat(bg, "v"); again.Version != after.Version {
+				t.Fatal("a read changed the version")
+			}
+		})
+	}
+}
+
+// --- list -------------------------------------------------------------------
+
+func TestListOrderAndPaging(t *testing.T) {
+	d, root := newT(t)
+	keys := []string{"a.b", "a/b/c", "a/b.c", "a/bc", "a0", "a-1", "a~", "b", "a/b/d/e", "a/b-", "c/d", "a/ab"}
+	for _, k := range keys {
+		mustPut(t, d, k, "body of "+k)
+	}
+	// Things that are not keys: temp files, the reserved dir, symlinks,
+	// fifos, empty directories.
+	os.WriteFile(filepath.Join(root, "a/.retain-tmp-0123"), []byte("partial"), 0o644)
+	os.WriteFile(filepath.Join(root, ".retain-tmp-top"), []byte("partial"), 0o644)
+	os.Symlink(filepath.Join(root, "b"), filepath.Join(root, "a/link"))
+	os.Symlink(root, filepath.Join(root, "dirlink"))
+	syscall.Mkfifo(filepath.Join(root, "a/fifo"), 0o644)
+	os.MkdirAll(filepath.Join(root, "empty/dir"), 0o755)
+
+	sorted := append([]string(nil), keys...)
+	sort.Strings(sorted)
+	if got := listAll(t, d, ""); strings.Join(got, " ") != strings.Join(sorted, " ") {
+		t.Fatalf("list order\n got %q\nwant %q", got, sorted)
+	}
+	_, _, err := readS(t, d, "a/fifo")
+	wantKind(t, "get of a fifo", err, core.ErrNotFound)
+
+	// Every prefix, StartAfter and page size against a brute-force answer.
+	prefixes := map[string]bool{"": true, "zz": true, "a/b/": true, "a/b/d/": true, "a/q/": true}
+	afters := map[string]bool{"": true, "a": true, "a/": true, "a/b": true, "a/b/": true, "a/b/c0": true, "zzz": true, "0": true}
+	for _, k := range keys {
+		for i := 1; i <= len(k); i++ {
+			prefixes[k[:i]] = true
+			afters[k[:i]] = true
+		}
+	}
+	for p := range prefixes {
+		if strings.Contains(p, "//") || strings.HasPrefix(p, "/") {
+			continue
+		}
+		for a := range afters {
+			var want []string
+			for _, k := range sorted {
+				if strings.HasPrefix(k, p) && k > a {
+					want = append(want, k)
+				}
+			}
+			for _, size := range []int{1, 2, 3, 1000} {
+				var got []string
+				opts := core.ListOptions{Prefix: p, StartAfter: a, PageSize: size}
+				for {
+					page, err := d.List(bg, opts)
+					if err != nil {
+						t.Fatalf("list %+v: %v", opts, err)
+					}
+					if len(page.Objects) > size {
+						t.Fatalf("list %+v: %d objects on a page of %d", opts, len(page.Objects), size)
+					}
+					for _, o := range page.Objects {
+						got = append(got, o.Key)
+						if o.Size != int64(len("body of "+o.Key)) || o.Version == "" {
+							t.Fatalf("list info %+v", o)
+						}
+					}
+					if !page.More {
+						break
+					}
+					if len(page.Objects) == 0 {
+						t.Fatalf("list %+v: empty page with More", opts)
+					}
+					opts.StartAfter = got[len(got)-1]
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Fatalf("list prefix %q after %q size %d\n got %q\nwant %q", p, a, size, got, want)
+				}
+			}
+		}
+	}
+	// More is exact when the page is filled to the last key.
+	page, _ := d.List(bg, core.ListOptions{Prefix: "a/b/", PageSize: 2})
+	if len(page.Objects) != 2 || page.More {
+		t.Fatalf("exactly-full page: %d objects, More=%v", len(page.Objects), page.More)
+	}
+	// Listed info matches Stat.
+	page, _ = d.List(bg, core.ListOptions{Prefix: "a/b/c"})
+	st, _ := d.Stat(bg, "a/b/c")
+	if len(page.Objects) != 1 || page.Objects[0] != st {
+		t.Fatalf("list info %+v, stat %+v", page.Objects, st)
+	}
+	// Listing the reserved dir by prefix shows nothing.
+	if got := listAll(t, d, ".retain-localfs/"); len(got) != 0 {
+		t.Fatalf("reserved dir listed: %v", got)
+	}
+	if got := listAll(t, d, ".ret"); len(got) != 0 {
+		t.Fatalf("reserved names listed: %v", got)
+	}
+}
+
+func TestListManyPages(t *testing.T) {
+	d, _ := newT(t)
+	var want []string
+	for i := 0; i < 2500; i++ {
+		k := fmt.Sprintf("m/%02d/%04d", i%7, i)
+		want = append(want, k)
+		if err := os.MkdirAll(filepath.Join(d.root, filepath.Dir(k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d.root, k), nil, 0o644) // written directly: fast
+	}
+	sort.Strings(want)
+	page, err := d.List(bg, core.ListOptions{PageSize: 5000})
+	if err != nil || len(page.Objects) != 1000 || !page.More {
+		t.Fatalf("page size is not clamped to 1000: %d %v %v", len(page.Objects), page.More, err)
+	}
+	page, _ = d.List(bg, core.ListOptions{})
+	if len(page.Objects) != 1000 {
+		t.Fatalf("default page size %d", len(page.Objects))
+	}
+	if got := listAll(t, d, "m/"); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("paged listing of %d keys differs (got %d)", len(want), len(got))
+	}
+}
+
+// --- delete -----------------------------------------------------------------
+
+func TestDeleteManyAndPruning(t *testing.T) {
+	d, root := newT(t)
+	mustPut(t, d, "p/q/r/s", "1")
+	mustPut(t, d, "p/q/x", "2")
+	mustPut(t, d, "p/y", "3")
+	mustPut(t, d, "z", "4")
+	res, err := d.DeleteMany(bg, []string{"p/q/r/s", "missing", "../bad", "p/q/x", "z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []string{"p/q/r/s", "missing", "../bad", "p/q/x", "z"}
+	for i, r := range res {
+		if r.Key != wantKeys[i] {
+			t.Fatalf("result %d is for %q", i, r.Key)
+		}
+		if i == 2 {
+			wantKind(t, "bad key in batch", r.Err, core.ErrInvalidArgument)
+		} else if r.Err != nil {
+			t.Fatalf("result %d: %v", i, r.Err)
+		}
+	}
+	if got := tree(t, root); strings.Join(got, " ") != "p p/y" {
+		t.Fatalf("after delete-many the tree is %v, want [p p/y]", got)
+	}
+	if got := listAll(t, d, ""); strings.Join(got, " ") != "p/y" {
+		t.Fatalf("list = %v", got)
+	}
+	_, err = d.DeleteMany(bg, make([]string, 1001))
+	wantKind(t, "batch over the limit", err, core.ErrLimitExceeded)
+}
+
+// A create racing with the pruning of its directory must not fail.
+func TestCreateRacesPruning(t *testing.T) {
+	d, _ := newT(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 300; i++ {
+				k := fmt.Sprintf("prune/deep/dir/%d", g)
+				if _, err := putS(d, k, "x", core.PutCreateIfAbsent, ""); err != nil {
+					errs <- fmt.Errorf("create %s #%d: %w", k, i, err)
+					return
+				}
+				if err := d.Delete(bg, k, core.DeleteOptions{}); err != nil {
+					errs <- fmt.Errorf("delete %s #%d: %w", k, i, err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// --- gates ------------------------------------------------------------------
+
+func TestGates(t *testing.T) {
+	d, root := newT(t)
+	other := openT(t, root, openOptions{}) // a second driver: another open file description
+
+	l1, err := d.AcquireGate(bg, MetadataGate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dd := range []*Driver{d, other} {
+		ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+		_, err = dd.AcquireGate(ctx, MetadataGate)
+		cancel()
+		wantKind(t, "acquire of a held gate", err, core.ErrTransient)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("timeout error does not wrap DeadlineExceeded: %v", err)
+		}
+	}
+	wantKind(t, "release with a wrong token", d.ReleaseGate(bg, core.GateLease{Name: MetadataGate, Token: "nope"}), core.ErrPreconditionFailed)
+	wantKind(t, "release from another driver", other.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+
+	got := make(chan core.GateLease)
+	go func() {
+		l, err := other.AcquireGate(bg, MetadataGate)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second holder took the gate while it was held")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := d.ReleaseGate(bg, l1); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got
+	wantKind(t, "double release", d.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+	if err := other.ReleaseGate(bg, l2); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = d.AcquireGate(bg, "nope")
+	wantKind(t, "undeclared gate", err, core.ErrUnsupported)
+	wantKind(t, "release undeclared gate", d.ReleaseGate(bg, core.GateLease{Name: "nope", Token: "x"}), core.ErrUnsupported)
+
+	// Close releases a held gate.
+	if _, err := other.AcquireGate(bg, MetadataGate); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
+	defer cancel()
+	l3, err := d.AcquireGate(ctx, MetadataGate)
+	if err != nil {
+		t.Fatalf("gate still held after Close: %v", err)
+	}
+	d.ReleaseGate(bg, l3)
+}
+
+// --- untrusted filesystems ----------------------------------------------------
+
+func TestUntrustedFilesystems(t *testing.T) {
+	magics := map[string]uint32{"nfs": 0x6969, "cifs": 0xFF534D42, "smb2": 0xFE534D42, "smb": 0x517B, "fuse": 0x65735546, "9p": 0x01021997}
+	for name, magic := range magics {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			d := openT(t, root, openOptions{fsType: &magic})
+			c, _ := d.Capabilities(bg)
+			for f, cp := range map[string]core.Capability{"create": c.CreateIfAbsent, "replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
+				if cp.Level != core.LevelNone || !strings.Contains(cp.Reason, name) {
+					t.Errorf("%s = %+v, want none with a reason naming %s", f, cp, name)
+				}
+			}
+			if len(c.Gates) != 0 {
+				t.Errorf("gates declared: %+v", c.Gates)
+			}
+			_, err := putS(d, "k/new", "x", core.PutCreateIfAbsent, "")
+			wantKind(t, "create-if-absent", err, core.ErrUnsupported)
+			if got := tree(t, root); len(got) != 0 {
+				t.Fatalf("unsupported create wrote %v", got)
+			}
+			mustPut(t, d, "k/old", "x") // overwrite still works
+			info, _ := d.Stat(bg, "k/old")
+			_, err = putS(d, "k/old", "y", core.PutReplaceIfVersion, info.Version)
+			wantKind(t, "replace-if-version", err, core.ErrUnsupported)
+			wantKind(t, "delete-if-version", d.Delete(bg, "k/old", core.DeleteOptions{IfVersion: info.Version}), core.ErrUnsupported)
+			if s, _ := mustRead(t, d, "k/old"); s != "x" {
+				t.Fatalf("unsupported replace wrote %q", s)
+			}
+			if got := tree(t, root); strings.Join(got, " ") != "k k/old" {
+				t.Fatalf("tree %v", got)
+			}
+			_, err = d.AcquireGate(bg, MetadataGate)
+			wantKind(t, "gate", err, core.ErrUnsupported)
+			// The core refuses too.
+			s, _ := core.NewStore(bg, "localfs", d)
+			_, err = s.PutBytes(bg, "k/new", []byte("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+			wantKind(t, "store create", err, core.ErrUnsupported)
+		})
+	}
+	t.Run("fat", func(t *testing.T) {
+		for _, magic := range []uint32{0x4D44, 0x2011BAB0} {
+			d := openT(t, t.TempDir(), openOptions{fsType: &magic, noXattr: true})
+			c, _ := d.Capabilities(bg)
+			if c.CreateIfAbsent.Level != core.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "hard links") {
+				t.Errorf("create = %+v", c.CreateIfAbsent)
+			}
+			if c.ReplaceIfVersion.Level != core.LevelNone || c.DeleteIfVersion.Level != core.LevelNone {
+				t.Errorf("replace/delete = %+v %+v", c.ReplaceIfVersion, c.DeleteIfVersion)
+			}
+			_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
+			wantKind(t, "create on fat", err, core.ErrUnsupported)
+		}
+	})
+	t.Run("probes", func(t *testing.T) {
+		root := t.TempDir()
+		d := openT(t, root, openOptions{noLink: true})
+		c, _ := d.Capabilities(bg)
+		if c.CreateIfAbsent.Level != core.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "link(2)") {
+			t.Errorf("create after a failed link probe = %+v", c.CreateIfAbsent)
+		}
+		_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
+		wantKind(t, "create after a failed link probe", err, core.ErrUnsupported)
+		if got := tree(t, root); len(got) != 0 {
+			t.Fatalf("wrote %v", got)
+		}
+		d = openT(t, t.TempDir(), openOptions{noFlock: true})
+		c, _ = d.Capabilities(bg)
+		if c.ReplaceIfVersion.Level != core.LevelNone || c.DeleteIfVersion.Level != core.LevelNone || len(c.Gates) != 0 {
+			t.Errorf("caps after a failed flock probe = %+v", c)
+		}
+		if c.CreateIfAbsent.Level != core.LevelNative {
+			t.Errorf("create after a failed flock probe = %+v", c.CreateIfAbsent)
+		}
+	})
+	t.Run("no-xattr note", func(t *testing.T) {
+		d := openT(t, t.TempDir(), openOptions{noXattr: true})
+		c, _ := d.Capabilities(bg)
+		if !strings.Contains(strings.Join(c.Notes, "\n"), "xattr") {
+			t.Errorf("notes do not say xattrs are refused: %q", c.Notes)
+		}
+	})
+}
+
+// --- context ----------------------------------------------------------------
+
+func TestContext(t *testing.T) {
+	d, _ := newT(t)
+	mustPut(t, d, "k", "v")
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	check := func(what string, err error, cause error) {
+		t.Helper()
+		wantKind(t, what, err, core.ErrTransient)
+		if !errors.Is(err, cause) {
+			t.Fatalf("%s: %v does not wrap %v", what, err, cause)
+		}
+	}
+	_, err := d.Get(ctx, "k")
+	check("get", err, context.Canceled)
+	_, err = d.Put(ctx, "k2", strings.NewReader("x"), core.PutOptions{})
+	check("put", err, context.Canceled)
+	check("delete", d.Delete(ctx, "k", core.DeleteOptions{}), context.Canceled)
+	_, err = d.List(ctx, core.ListOptions{})
+	check("list", err, context.Canceled)
+
+	dctx, dcancel := context.WithDeadline(bg, time.Now().Add(-time.Second))
+	defer dcancel()
+	_, err = d.Stat(dctx, "k")
+	check("stat", err, context.DeadlineExceeded)
+	if s, _ := mustRead(t, d, "k"); s != "v" {
+		t.Fatal("cancelled ops changed the object")
+	}
+	// A body that outlives its context: nothing is written, no temp file left.
+	ctx2, cancel2 := context.WithCancel(bg)
+	body := io.MultiReader(strings.NewReader("partial"), readerFunc(func(p []byte) (int, error) {
+		cancel2()
+		return copy(p, "more"), nil
+	}), strings.NewReader(strings.Repeat("z", 1<<20)))
+	_, err = d.Put(ctx2, "k3", body, core.PutOptions{})
+	check("put cancelled mid-body", err, context.Canceled)
+	if got := tree(t, d.root); strings.Join(got, " ") != "k" {
+		t.Fatalf("tree after a cancelled put: %v", got)
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// --- concurrency within one process -------------------------------------------
+
+// Goroutines (on one driver and on two drivers) incrementing a counter with
+// replace-if-version lose no update.
+func TestLostUpdateGoroutines(t *testing.T) {
+	d, root := newT(t)
+	d2 := openT(t, root, openOptions{})
+	mustPut(t, d, "ctr", "0")
+	const workers, incs = 4, 40
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(dd *Driver) {
+			defer wg.Done()
+			for i := 0; i < incs; i++ {
+				if err := increment(dd, "ctr"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}([]*Driver{d, d2}[w%2])
+	}
+	wg.Wait()
+	if s, _ := mustRead(t, d, "ctr"); s != fmt.Sprint(workers*incs) {
+		t.Fatalf("counter = %s, want %d", s, workers*incs)
+	}
+}
+
+// increment adds one to the decimal counter at key with Get +
+// replace-if-version, retrying on a precondition failure.
+func increment(d *Driver, key string) error {
+	for {
+		r, err := d.Get(bg, key)
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return err
+		}
+		var n int
+		if _, err := fmt.Sscan(string(b), &n); err != nil {
+			return fmt.Errorf("counter body %q: %v", b, err)
+		}
+		_, err = d.Put(bg, key, strings.NewReader(fmt.Sprint(n+1)), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: r.Info.Version})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, core.ErrPreconditionFailed) {
+			return err
+		}
+	}
+}
+
+// Readers racing a writer of 4 MiB bodies only ever see one whole body.
+func TestAtomicVisibility(t *testing.T) {
+	d, _ := newT(t)
+	const size = 4 << 20
+	const writes = 200
+	body := func(i int) []byte { return bytes.Repeat([]byte{byte('A' + i%26)}, size) }
+	if _, err := d.Put(bg, "big", bytes.NewReader(body(0)), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var reads [2]int
+	for r := range reads {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			buf := make([]byte, size+1)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				rd, err := d.Get(bg, "big")
+				if err != nil {
+					t.Errorf("get: %v", err)
+					return
+				}
+				n, err := io.ReadFull(rd, buf)
+				rd.Close()
+				if err != io.ErrUnexpectedEOF || n != size || rd.Info.Size != size {
+					t.Errorf("read %d bytes (%v), info size %d, want exactly %d", n, err, rd.Info.Size, size)
+					return
+				}
+				c := buf[0]
+				if bytes.Count(buf[:n], []byte{c}) != n {
+					t.Errorf("body starting with %q is not uniform: a mix of two writes", c)
+					return
+				}
+				reads[r]++
+			}
+		}(r)
+	}
+	for i := 1; i <= writes; i++ {
+		if _, err := d.Put(bg, "big", bytes.NewReader(body(i)), core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	t.Logf("%d writes, reads per reader %v", writes, reads)
+}
+
+// A reader holding the old file while a writer replaces it must still see
+// the version that write produced: unlink and rename change ctime without a
+// write, so the token must not depend on it (the conformance suite's
+// linearizability check found this).
+func TestVersionStableAcrossReplaceAndLink(t *testing.T) {
+	root := t.TempDir()
+	d := openT(t, root, openOptions{})
+	ctx := context.Background()
+	v1, err := d.Put(ctx, "k", strings.NewReader("one"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(root, "k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	time.Sleep(20 * time.Millisecond) // past the timestamp tick
+	if _, err := d.Put(ctx, "k", strings.NewReader("two"), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := infoFd("k", int(f.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Version != v1.Version {
+		t.Fatalf("the replaced file's token changed without a write: %s, written as %s", old.Version, v1.Version)
+	}
+}

@@ -1,0 +1,440 @@
+//go:build linux
+
+package localfs
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// Get opens the object and streams it from that descriptor; the Info is
+// computed from the same descriptor, so it describes exactly the bytes read.
+// Every write replaces the name with a complete file, so a reader never sees
+// a partial or mixed body.
+func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+	const op = "get"
+	if err := checkKey(op, key); err != nil {
+		return nil, err
+	}
+	leave, err := d.enter(ctx, op, key)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	dirSegs, name := splitKey(key)
+	c, err := d.walk(op, key, dirSegs, false)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	fd, info, err := openObject(op, key, c.dir(), name)
+	if err != nil {
+		return nil, err
+	}
+	return &core.Reader{Info: info, ReadCloser: os.NewFile(uintptr(fd), filepath.Join(d.root, key))}, nil
+}
+
+// Stat returns the object's info.
+func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+	const op = "stat"
+	if err := checkKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	leave, err := d.enter(ctx, op, key)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer leave()
+	dirSegs, name := splitKey(key)
+	c, err := d.walk(op, key, dirSegs, false)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer c.close()
+	return statObject(op, key, c.dir(), name)
+}
+
+// Put writes body under key per opts.Mode.
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	const op = "put"
+	if err := checkKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	switch opts.Mode {
+	case core.PutOverwrite, core.PutCreateIfAbsent:
+		if opts.IfVersion != "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+		}
+	case core.PutReplaceIfVersion:
+		if opts.IfVersion == "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+		}
+	default:
+		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+	}
+	if body == nil {
+		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "nil body: pass an empty reader for an empty object")
+	}
+	leave, err := d.enter(ctx, op, key)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer leave()
+	if d.readOnly {
+		return core.Info{}, core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+	}
+	switch opts.Mode {
+	case core.PutCreateIfAbsent:
+		if !d.createOK {
+			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported,
+				"create-if-absent is not provided here: %s; nothing was written", d.caps.CreateIfAbsent.Reason)
+		}
+		return d.putCreate(ctx, op, key, body)
+	case core.PutReplaceIfVersion:
+		if d.caps.ReplaceIfVersion.Level == core.LevelNone {
+			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported,
+				"replace-if-version is not provided here: %s; nothing was written", d.caps.ReplaceIfVersion.Reason)
+		}
+		return d.putReplace(ctx, op, key, body, opts.IfVersion)
+	}
+	return d.putOverwrite(ctx, op, key, body)
+}
+
+// makeRoom removes an empty directory at the final name (left by a crash or
+// another program: empty directories are not keys), so that the object can
+// take the name. A non-empty one stays and existingErr refuses it.
+func makeRoom(dirfd int, name string, k entryKind) entryKind {
+	if k == entDir && unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR) == nil {
+		return entAbsent
+	}
+	return k
+}
+
+// existingErr refuses to write over something at the final name that is
+// not an object file.
+func existingErr(op, key string, k entryKind) error {
+	switch k {
+	case entDir:
+		return isDirError(op, key)
+	case entSymlink:
+		return symlinkError(op, key, key)
+	case entSpecial:
+		return specialError(op, key, key)
+	}
+	return nil
+}
+
+// putCreate links a complete temp file to the key's name: link(2) fails with
+// EEXIST if the name exists, so exactly one of any number of racing creators
+// wins, in any process, and a loser has changed nothing.
+//
+// It takes no key lock. Racing with a gated replace-if-version or
+// delete-if-version cannot break their compare-then-write: if the gated op
+// saw the object, the object stays (every removal through localfs holds the
+// key lock, which the gated op holds), so this link fails with EEXIST; if it
+// saw none, it returned ErrNotFound without writing and this create simply
+// comes after it. Between link and the unlink of the temp name the file has
+// two links; the version token leaves ctime out, so that window does not
+// change it.
+func (d *Driver) putCreate(ctx context.Context, op, key string, body io.Reader) (core.Info, error) {
+	dirSegs, name := splitKey(key)
+	for attempt := 0; ; attempt++ {
+		c, err := d.walk(op, key, dirSegs, true)
+		if err != nil {
+			return core.Info{}, err
+		}
+		info, err := d.createIn(ctx, op, key, c, name, body)
+		c.close()
+		if err == errRetryWalk {
+			if attempt < maxWalkRetries {
+				continue
+			}
+			return core.Info{}, core.Errorf(op, key, core.ErrTransient, "the key's directory kept being removed concurrently")
+		}
+		return info, err
+	}
+}
+
+func (d *Driver) createIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (core.Info, error) {
+	k, err := lstatAt(c.dir(), name)
+	if err != nil {
+		return core.Info{}, mapErr(op, key, "", err)
+	}
+	if k == entFile {
+		return core.Info{}, core.Errorf(op, key, core.ErrAlreadyExists, "the key exists; nothing was written")
+	}
+	if err := existingErr(op, key, makeRoom(c.dir(), name, k)); err != nil {
+		return core.Info{}, err
+	}
+	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer t.f.Close()
+	if err := unix.Linkat(c.dir(), t.name, c.dir(), name, 0); err != nil {
+		t.unlinkName()
+		if err == unix.EEXIST {
+			k, _ := lstatAt(c.dir(), name)
+			if e := existingErr(op, key, k); e != nil {
+				return core.Info{}, e
+			}
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists,
+				Msg: "the key exists; nothing was written", Err: err}
+		}
+		return core.Info{}, mapErr(op, key, "linking the temp file into place", err)
+	}
+	// The object is in place. A temp name that cannot be removed is hidden
+	// from List anyway, so its failure does not fail the create.
+	t.unlinkName()
+	info, _, err := infoFd(key, t.fd)
+	if err != nil {
+		return core.Info{}, mapErr(op, key, "stat of the new object", err)
+	}
+	if err := fsyncDir(c.dir()); err != nil {
+		return core.Info{}, mapErr(op, key, "fsync of the key's directory", err)
+	}
+	return info, nil
+}
+
+// putOverwrite renames a complete temp file over the key's name, holding
+// the key lock so it cannot land between a gated op's compare and write.
+func (d *Driver) putOverwrite(ctx context.Context, op, key string, body io.Reader) (core.Info, error) {
+	dirSegs, name := splitKey(key)
+	for attempt := 0; ; attempt++ {
+		c, err := d.walk(op, key, dirSegs, true)
+		if err != nil {
+			return core.Info{}, err
+		}
+		info, err := d.overwriteIn(ctx, op, key, c, name, body)
+		c.close()
+		if err == errRetryWalk {
+			if attempt < maxWalkRetries {
+				continue
+			}
+			return core.Info{}, core.Errorf(op, key, core.ErrTransient, "the key's directory kept being removed concurrently")
+		}
+		return info, err
+	}
+}
+
+func (d *Driver) overwriteIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (core.Info, error) {
+	k, err := lstatAt(c.dir(), name)
+	if err != nil {
+		return core.Info{}, mapErr(op, key, "", err)
+	}
+	if err := existingErr(op, key, makeRoom(c.dir(), name, k)); err != nil {
+		return core.Info{}, err
+	}
+	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
+	if err != nil {
+		return core.Info{}, err
+	}
+	unlock, err := d.lockKey(ctx, op, key)
+	if err != nil {
+		t.discard()
+		return core.Info{}, err
+	}
+	return d.renameInto(op, key, c, name, t, unlock)
+}
+
+// renameInto renames t over name, computes the new info and releases the
+// key lock, then fsyncs the directory. It consumes t and unlock.
+func (d *Driver) renameInto(op, key string, c *chain, name string, t *tempFile, unlock func()) (core.Info, error) {
+	// Refuse a symlink or directory that appeared meanwhile. (rename(2)
+	// would replace a symlink itself, never write through it, but the rule
+	// is to refuse.)
+	k, err := lstatAt(c.dir(), name)
+	if err == nil {
+		err = existingErr(op, key, k)
+	}
+	if err == nil {
+		err = unix.Renameat(c.dir(), t.name, c.dir(), name)
+		if err == unix.EISDIR || err == unix.ENOTEMPTY {
+			err = isDirError(op, key)
+		}
+	}
+	if err != nil {
+		unlock()
+		t.discard()
+		return core.Info{}, mapErr(op, key, "renaming the temp file into place", err)
+	}
+	// Under the lock: the info is of the object as this write left it.
+	info, _, ierr := infoFd(key, t.fd)
+	unlock()
+	t.f.Close()
+	if ierr != nil {
+		return core.Info{}, mapErr(op, key, "stat of the new object", ierr)
+	}
+	if err := fsyncDir(c.dir()); err != nil {
+		return core.Info{}, mapErr(op, key, "fsync of the key's directory", err)
+	}
+	return info, nil
+}
+
+// putReplace writes the temp file first (outside the lock, after a cheap
+// unlocked check that fails fast on a stale version), then under the key
+// lock compares the version again and renames.
+func (d *Driver) putReplace(ctx context.Context, op, key string, body io.Reader, ifVersion string) (core.Info, error) {
+	dirSegs, name := splitKey(key)
+	c, err := d.walk(op, key, dirSegs, false)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer c.close()
+	if err := checkVersion(op, key, c, name, ifVersion); err != nil {
+		return core.Info{}, err
+	}
+	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
+	if err == errRetryWalk {
+		// The directory is gone, so is the object.
+		return core.Info{}, core.Errorf(op, key, core.ErrNotFound, "no object; nothing was written")
+	}
+	if err != nil {
+		return core.Info{}, err
+	}
+	unlock, err := d.lockKey(ctx, op, key)
+	if err != nil {
+		t.discard()
+		return core.Info{}, err
+	}
+	if err := checkVersion(op, key, c, name, ifVersion); err != nil {
+		unlock()
+		t.discard()
+		if core.KindOf(err) == core.ErrNotFound {
+			c.prune()
+		}
+		return core.Info{}, err
+	}
+	return d.renameInto(op, key, c, name, t, unlock)
+}
+
+// checkVersion fails unless the object exists with version want.
+func checkVersion(op, key string, c *chain, name, want string) error {
+	cur, err := statObject(op, key, c.dir(), name)
+	if err != nil {
+		if core.KindOf(err) == core.ErrNotFound {
+			return core.Errorf(op, key, core.ErrNotFound, "no object; nothing was changed")
+		}
+		return err
+	}
+	if cur.Version != want {
+		return core.Errorf(op, key, core.ErrPreconditionFailed,
+			"the object's version is %s, not %s; nothing was changed", cur.Version, want)
+	}
+	return nil
+}
+
+// Delete removes key per opts.
+func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	const op = "delete"
+	if err := checkKey(op, key); err != nil {
+		return err
+	}
+	leave, err := d.enter(ctx, op, key)
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if d.readOnly {
+		return core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+	}
+	if opts.IfVersion != "" && d.caps.DeleteIfVersion.Level == core.LevelNone {
+		return core.Errorf(op, key, core.ErrUnsupported,
+			"delete-if-version is not provided here: %s; nothing was deleted", d.caps.DeleteIfVersion.Reason)
+	}
+	return d.delete(ctx, op, key, opts.IfVersion)
+}
+
+// delete unlinks key under the key lock, comparing the version first when
+// ifVersion is set, then prunes directories left empty.
+func (d *Driver) delete(ctx context.Context, op, key, ifVersion string) error {
+	missing := func() error {
+		if ifVersion == "" {
+			return nil
+		}
+		return core.Errorf(op, key, core.ErrNotFound, "no object; nothing was deleted")
+	}
+	dirSegs, name := splitKey(key)
+	c, err := d.walk(op, key, dirSegs, false)
+	if err != nil {
+		if core.KindOf(err) == core.ErrNotFound {
+			return missing()
+		}
+		return err
+	}
+	defer c.close()
+	unlock, err := d.lockKey(ctx, op, key)
+	if err != nil {
+		return err
+	}
+	k, err := lstatAt(c.dir(), name)
+	switch {
+	case err != nil:
+		unlock()
+		return mapErr(op, key, "", err)
+	case k == entSymlink:
+		unlock()
+		return symlinkError(op, key, key)
+	case k != entFile:
+		unlock()
+		return missing()
+	}
+	if ifVersion != "" {
+		if err := checkVersion(op, key, c, name, ifVersion); err != nil {
+			unlock()
+			return err
+		}
+	}
+	err = unix.Unlinkat(c.dir(), name, 0)
+	unlock()
+	if err == unix.ENOENT {
+		return missing()
+	}
+	if err != nil {
+		return mapErr(op, key, "unlinking the object", err)
+	}
+	if err := fsyncDir(c.dir()); err != nil {
+		return mapErr(op, key, "fsync of the key's directory", err)
+	}
+	c.prune()
+	return nil
+}
+
+// DeleteMany deletes keys unconditionally, one result per key in order.
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	const op = "delete-many"
+	if len(keys) > maxDeleteBatch {
+		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
+	}
+	leave, err := d.enter(ctx, op, "")
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	if d.readOnly {
+		return nil, core.Errorf(op, "", core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+	}
+	out := make([]core.DeleteResult, len(keys))
+	for i, k := range keys {
+		out[i].Key = k
+	}
+	for i, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return out, ctxError(op, k, err)
+		}
+		if err := checkKey("delete", k); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if err := d.delete(ctx, "delete", k, ""); err != nil {
+			out[i].Err = err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// Exit statuses: 0 success, 1 the operation failed, 2 usage or setup error.
+const (
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+type app struct {
+	stdout, stderr io.Writer
+	jsonOut        bool
+	logLevel       string
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "retain",
+		Short: "Checkpoint-pinned retention of Lance datasets on any object store",
+		Long: `retain keeps named checkpoints of Lance datasets alive through cleanup, on a
+local filesystem, S3, GCS or Azure. Stores are named by URI: a path or
+file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level (trace, debug, info, warn, error); env RETAIN_LOG")
+	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd())
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "retain:", err)
+	var ue usageError
+	if errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) || isCobraUsage(err) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+type usageError struct{ error }
+
+func isCobraUsage(err error) bool {
+	// cobra reports unknown commands and flags as plain errors before any
+	// RunE runs; treat every error that is not ours as usage.
+	var ce *core.Error
+	return !errors.As(err, &ce)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (a *app) logger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "retain", Level: hclog.LevelFromString(a.logLevel), Output: a.stderr})
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

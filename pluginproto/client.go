@@ -1,0 +1,654 @@
+package pluginproto
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/pluginproto/internal/pb"
+)
+
+// LaunchConfig says which plugin binary to run and which store to open.
+type LaunchConfig struct {
+	// Adapter names the adapter in messages; default: the binary's name.
+	Adapter string
+	// Path is the plugin binary.
+	Path string
+	// Args are passed to the binary.
+	Args []string
+	// Env entries are added to the host's environment; they win over it.
+	Env []string
+	// SHA256 is the binary's expected digest in hex. The binary is refused
+	// unless it matches. Empty means no check: only for the binary retain
+	// itself is (bundled adapters).
+	SHA256 string
+	// Location is the store to open.
+	Location core.Location
+	// Logger receives the host side's logs and the plugin's stderr logs;
+	// default: warnings and errors to stderr.
+	Logger hclog.Logger
+	// StartTimeout bounds the wait for the plugin's handshake; default 30s.
+	StartTimeout time.Duration
+
+	// noPdeathsig leaves the kernel's parent-death signal off, so a test
+	// can prove the plugin's own parent watch.
+	noPdeathsig bool
+}
+
+// Client is the host half: a core.Driver whose calls run in a plugin
+// process. Close kills the process.
+type Client struct {
+	adapter string
+	gp      *plugin.Client
+	rpc     pb.StorageClient
+	exited  context.Context // ends when the plugin process has exited
+	closed  atomic.Bool
+}
+
+var _ core.Driver = (*Client)(nil)
+
+const defaultStartTimeout = 30 * time.Second
+
+// LaunchBundled runs one of the adapters bundled into this very binary as a
+// plugin: os.Executable() with arguments `__adapter-plugin <adapterName>`,
+// which must reach ServeBundled. No checksum is checked: the binary is the
+// one running.
+func LaunchBundled(ctx context.Context, adapterName string, loc core.Location, logger hclog.Logger) (*Client, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, &core.Error{Op: "launch", Kind: core.ErrUnavailable, Err: err,
+			Msg: fmt.Sprintf("cannot find this executable to run bundled adapter %q", adapterName)}
+	}
+	return Launch(ctx, LaunchConfig{
+		Adapter:  adapterName,
+		Path:     exe,
+		Args:     []string{BundledSubcommand, adapterName},
+		Location: loc,
+		Logger:   logger,
+	})
+}
+
+// Launch starts the plugin binary, checks its digest, negotiates the
+// protocol version, connects (gRPC over a unix socket with automatic
+// mutual TLS) and opens cfg.Location. Every error is an *core.Error:
+// ErrPermissionDenied for a digest mismatch, ErrUnsupported for a plugin
+// that speaks no protocol version this host does, ErrUnavailable for a
+// plugin that fails to start, and the adapter's own error from Open.
+func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
+	const op = "launch"
+	name := cfg.Adapter
+	if name == "" {
+		name = filepath.Base(cfg.Path)
+	}
+	if cfg.Path == "" {
+		return nil, core.Errorf(op, "", core.ErrInvalidArgument, "no plugin binary given for adapter %q", name)
+	}
+	var checksum []byte
+	if cfg.SHA256 != "" {
+		var err error
+		checksum, err = hex.DecodeString(strings.TrimSpace(cfg.SHA256))
+		if err != nil || len(checksum) != sha256.Size {
+			return nil, core.Errorf(op, "", core.ErrInvalidArgument,
+				"the expected SHA-256 of plugin %s for adapter %q is not 64 hex digits: %q", cfg.Path, name, cfg.SHA256)
+		}
+	}
+	cmd := exec.Command(cfg.Path, cfg.Args...)
+	if cmd.Err != nil {
+		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: cmd.Err,
+			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", cfg.Path, name)}
+	}
+	if _, err := os.Stat(cmd.Path); err != nil {
+		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: err,
+			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", cmd.Path, name)}
+	}
+
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.New(&hclog.LoggerOptions{Name: "retain", Level: hclog.Warn, Output: os.Stderr})
+	}
+	// The host's environment, then the plugin's log level, then cfg.Env:
+	// the last entry for a name wins. (go-plugin adds its own after.)
+	cmd.Env = append(os.Environ(), envLogLevel+"="+logger.GetLevel().String())
+	cmd.Env = append(cmd.Env, cfg.Env...)
+	setProcAttr(cmd, !cfg.noPdeathsig)
+
+	timeout := cfg.StartTimeout
+	if timeout <= 0 {
+		timeout = defaultStartTimeout
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, launchCtxError(name, cfg.Path, err)
+	}
+	if timeout <= 0 {
+		return nil, launchCtxError(name, cfg.Path, context.DeadlineExceeded)
+	}
+
+	var secure *plugin.SecureConfig
+	if checksum != nil {
+		secure = &plugin.SecureConfig{Checksum: checksum, Hash: sha256.New()}
+	}
+	gp := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  handshake,
+		VersionedPlugins: hostPlugins(),
+		Cmd:              cmd,
+		SkipHostEnv:      true, // cmd.Env already holds it, below cfg.Env
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           logger,
+		StartTimeout:     timeout,
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
+	})
+
+	type result struct {
+		d   *dispensed
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		cp, err := gp.Client()
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		raw, err := cp.Dispense(pluginName)
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		ch <- result{d: raw.(*dispensed)}
+	}()
+	var d *dispensed
+	select {
+	case <-ctx.Done():
+		go func() { <-ch; gp.Kill() }()
+		return nil, launchCtxError(name, cfg.Path, ctx.Err())
+	case r := <-ch:
+		if r.err != nil {
+			gp.Kill()
+			return nil, launchError(name, cmd.Path, hex.EncodeToString(checksum), r.err)
+		}
+		d = r.d
+	}
+
+	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited}
+	if _, err := c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)}); err != nil {
+		err = c.convertErr(ctx, "open", "", err)
+		gp.Kill()
+		return nil, err
+	}
+	return c, nil
+}
+
+func launchCtxError(name, path string, cerr error) error {
+	e := ctxError("launch", "", cerr)
+	e.Msg = fmt.Sprintf("starting plugin %s for adapter %q", path, name)
+	return e
+}
+
+var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
+
+// launchError explains why go-plugin could not start or reach the plugin.
+func launchError(name, path, expected string, err error) error {
+	const op = "launch"
+	msg := err.Error()
+	switch {
+	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+		actual := "unreadable"
+		if f, ferr := os.Open(path); ferr == nil {
+			h := sha256.New()
+			if _, ferr := io.Copy(h, f); ferr == nil {
+				actual = hex.EncodeToString(h.Sum(nil))
+			}
+			f.Close()
+		}
+		return &core.Error{Op: op, Kind: core.ErrPermissionDenied, Err: err, Msg: fmt.Sprintf(
+			"refusing to run plugin %s for adapter %q: its SHA-256 does not match: expected %s, actual %s "+
+				"(reinstall the plugin, or record the new digest if you trust this binary)",
+			path, name, expected, actual)}
+	case strings.Contains(msg, "incompatible API version"):
+		pv := "unknown"
+		if m := pluginVersionRE.FindStringSubmatch(msg); m != nil {
+			pv = m[1]
+		}
+		return &core.Error{Op: op, Kind: core.ErrUnsupported, Err: err, Msg: fmt.Sprintf(
+			"plugin %s for adapter %q speaks storage plugin protocol version %s, this host speaks version %s: "+
+				"install a build of the plugin for protocol version %d, or a retain that speaks version %s",
+			path, name, pv, joinInts(hostVersions), ProtocolVersion, pv)}
+	case strings.Contains(msg, "incompatible core API version"), strings.Contains(msg, "unsupported plugin protocol"):
+		return &core.Error{Op: op, Kind: core.ErrUnsupported, Err: err, Msg: fmt.Sprintf(
+			"plugin %s for adapter %q speaks another go-plugin protocol than this host (storage protocol version %s over gRPC)",
+			path, name, joinInts(hostVersions))}
+	}
+	hint := "is it a retain storage plugin? its log lines may say why"
+	if strings.Contains(msg, "Unrecognized remote plugin message") {
+		hint = "it wrote to stdout before its handshake: a plugin must write nothing to stdout before pluginproto.Serve, and log to stderr"
+	}
+	return &core.Error{Op: op, Kind: core.ErrUnavailable, Err: err, Msg: fmt.Sprintf(
+		"plugin %s for adapter %q failed to start (%s)", path, name, hint)}
+}
+
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprint(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// pid is the plugin's process id, for tests.
+func (c *Client) pid() int {
+	if rc := c.gp.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// pluginGone reports whether the plugin process has exited.
+func (c *Client) pluginGone() bool {
+	return (c.exited != nil && c.exited.Err() != nil) || (c.gp != nil && c.gp.Exited())
+}
+
+// Close kills the plugin process: a graceful shutdown first, then SIGKILL
+// after two seconds. The plugin closes its driver on a graceful shutdown.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	if c.gp != nil {
+		c.gp.Kill()
+	}
+	return nil
+}
+
+// ready refuses calls on a closed client.
+func (c *Client) ready(op, key string) error {
+	if c.closed.Load() {
+		return core.Errorf(op, key, core.ErrInvalidArgument, "the plugin client for adapter %q is closed", c.adapter)
+	}
+	return nil
+}
+
+func (c *Client) Capabilities(ctx context.Context) (core.Capabilities, error) {
+	const op = "capabilities"
+	if err := c.ready(op, ""); err != nil {
+		return core.Capabilities{}, err
+	}
+	resp, err := c.rpc.Capabilities(ctx, &pb.CapabilitiesRequest{})
+	if err != nil {
+		return core.Capabilities{}, c.convertErr(ctx, op, "", err)
+	}
+	return capsFromPB(resp), nil
+}
+
+func (c *Client) Stat(ctx context.Context, key string) (core.Info, error) {
+	const op = "stat"
+	if err := c.ready(op, key); err != nil {
+		return core.Info{}, err
+	}
+	if err := core.ValidateKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	resp, err := c.rpc.Stat(ctx, &pb.StatRequest{Key: key})
+	if err != nil {
+		return core.Info{}, c.convertErr(ctx, op, key, err)
+	}
+	return infoFromPB(resp.Info), nil
+}
+
+// Get opens key. The body streams from the plugin as it is read, under
+// ctx; Close ends the stream. A stream that breaks mid-body fails the read,
+// never ends it early.
+func (c *Client) Get(ctx context.Context, key string) (*core.Reader, error) {
+	const op = "get"
+	if err := c.ready(op, key); err != nil {
+		return nil, err
+	}
+	if err := core.ValidateKey(op, key); err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := c.rpc.Get(sctx, &pb.GetRequest{Key: key})
+	if err != nil {
+		cancel()
+		return nil, c.convertErr(ctx, op, key, err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		cancel()
+		if err == io.EOF {
+			return nil, core.Errorf(op, key, core.ErrUnknown,
+				"adapter %q's plugin broke the protocol: the get stream ended without the object's info", c.adapter)
+		}
+		return nil, c.convertErr(ctx, op, key, err)
+	}
+	if first.Info == nil {
+		cancel()
+		return nil, core.Errorf(op, key, core.ErrUnknown,
+			"adapter %q's plugin broke the protocol: the get stream did not start with the object's info", c.adapter)
+	}
+	info := infoFromPB(first.Info)
+	r := &getReader{c: c, ctx: ctx, cancel: cancel, stream: stream, key: key, size: info.Size}
+	if err := r.take(first.Data); err != nil {
+		cancel()
+		return nil, err
+	}
+	return &core.Reader{Info: info, ReadCloser: r}, nil
+}
+
+type getReader struct {
+	c      *Client
+	ctx    context.Context // the caller's
+	cancel context.CancelFunc
+	stream pb.Storage_GetClient
+	key    string
+	size   int64 // declared by the info
+	got    int64
+	buf    []byte
+	err    error // sticky
+	closed atomic.Bool
+}
+
+func (r *getReader) take(data []byte) error {
+	r.got += int64(len(data))
+	if r.got > r.size {
+		return core.Errorf("get", r.key, core.ErrUnknown,
+			"adapter %q sent a body longer than its declared size of %d bytes", r.c.adapter, r.size)
+	}
+	r.buf = data
+	return nil
+}
+
+func (r *getReader) Read(p []byte) (int, error) {
+	if r.closed.Load() {
+		return 0, core.Errorf("get", r.key, core.ErrInvalidArgument, "read after Close")
+	}
+	for len(r.buf) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		m, err := r.stream.Recv()
+		switch {
+		case err == io.EOF:
+			if r.got < r.size {
+				r.err = core.Errorf("get", r.key, core.ErrTransient,
+					"the body from adapter %q ended %d bytes short of its declared size of %d", r.c.adapter, r.size-r.got, r.size)
+			} else {
+				r.err = io.EOF
+			}
+			r.cancel()
+		case err != nil:
+			if r.closed.Load() {
+				r.err = core.Errorf("get", r.key, core.ErrInvalidArgument, "read after Close")
+			} else {
+				r.err = r.c.convertErr(r.ctx, "get", r.key, err)
+			}
+			r.cancel()
+		case m.Info != nil:
+			r.err = core.Errorf("get", r.key, core.ErrUnknown,
+				"adapter %q's plugin broke the protocol: a second info in one get stream", r.c.adapter)
+			r.cancel()
+		default:
+			if err := r.take(m.Data); err != nil {
+				r.err = err
+				r.cancel()
+			}
+		}
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// Close ends the stream, whether or not the body was read to the end.
+func (r *getReader) Close() error {
+	r.closed.Store(true)
+	r.cancel()
+	return nil
+}
+
+// fill reads r into buf until buf is full or r ends; eof reports a clean
+// end. Unlike io.ReadFull it never mistakes a reader's own
+// io.ErrUnexpectedEOF (a truncated source) for the end of the body.
+func fill(r io.Reader, buf []byte) (n int, eof bool, err error) {
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
+}
+
+// Put streams body to the plugin in chunks of 1 MiB, reading the next chunk
+// while it sends one. If reading body fails the stream is cancelled, not
+// closed, so the plugin's driver sees a broken body and must write nothing.
+// A Put blocked reading body still returns as soon as ctx ends or the
+// plugin dies; the read then in progress is left to finish on its own. As
+// with http.RoundTripper, when Put fails early it may still be reading body
+// for a moment after it returns.
+func (c *Client) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	const op = "put"
+	if err := c.ready(op, key); err != nil {
+		return core.Info{}, err
+	}
+	if err := core.ValidateKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.Put(sctx)
+	if err != nil {
+		return core.Info{}, c.convertErr(ctx, op, key, err)
+	}
+	hdr := &pb.PutHeader{Key: key, Mode: uint32(opts.Mode), IfVersion: []byte(opts.IfVersion)}
+	if l, ok := body.(interface{ Len() int }); ok {
+		n := int64(l.Len())
+		hdr.Size = &n
+	}
+
+	type chunk struct {
+		n   int
+		eof bool
+		err error
+	}
+	reads := make(chan chunk, 1)
+	bufs := [2]*[]byte{bufPool.Get().(*[]byte), bufPool.Get().(*[]byte)}
+	reading := false // a read into the other buffer is in flight
+	defer func() {
+		if !reading { // else the reader still owns a buffer: let it go
+			bufPool.Put(bufs[0])
+			bufPool.Put(bufs[1])
+		}
+	}()
+	read := func(buf []byte) {
+		reading = true
+		go func() {
+			n, eof, err := fill(body, buf)
+			reads <- chunk{n, eof, err}
+		}()
+	}
+	var exited <-chan struct{}
+	if c.exited != nil {
+		exited = c.exited.Done()
+	}
+
+	cur := 0
+	read(*bufs[cur])
+	msg := &pb.PutRequest{Header: hdr}
+	for {
+		var ch chunk
+		select {
+		case ch = <-reads:
+			reading = false
+		case <-ctx.Done():
+			return core.Info{}, ctxError(op, key, ctx.Err())
+		case <-exited:
+			return core.Info{}, c.unavailable(op, key, errors.New("plugin process exited"))
+		}
+		if ch.err != nil {
+			cancel()
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.KindOf(ch.err), Err: ch.err,
+				Msg: "reading the body failed, the put was abandoned"}
+		}
+		data := (*bufs[cur])[:ch.n]
+		if !ch.eof {
+			cur ^= 1
+			read(*bufs[cur])
+		}
+		if ch.n > 0 || msg.Header != nil {
+			msg.Data = data
+			if err := stream.Send(msg); err != nil {
+				if err == io.EOF {
+					break // the plugin ended the call: CloseAndRecv says why
+				}
+				return core.Info{}, c.convertErr(ctx, op, key, err)
+			}
+			msg.Header = nil
+		}
+		if ch.eof {
+			break
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return core.Info{}, c.convertErr(ctx, op, key, err)
+	}
+	return infoFromPB(resp.Info), nil
+}
+
+func (c *Client) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	const op = "delete"
+	if err := c.ready(op, key); err != nil {
+		return err
+	}
+	if err := core.ValidateKey(op, key); err != nil {
+		return err
+	}
+	_, err := c.rpc.Delete(ctx, &pb.DeleteRequest{Key: key, IfVersion: []byte(opts.IfVersion)})
+	return c.convertErr(ctx, op, key, err)
+}
+
+// DeleteMany sends the valid keys in one call; invalid keys get their own
+// invalid-argument result and are never sent.
+func (c *Client) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	const op = "delete-many"
+	if err := c.ready(op, ""); err != nil {
+		return nil, err
+	}
+	out := make([]core.DeleteResult, len(keys))
+	send := make([]string, 0, len(keys))
+	for i, k := range keys {
+		out[i].Key = k
+		if err := core.ValidateKey("delete", k); err != nil {
+			out[i].Err = err
+			continue
+		}
+		send = append(send, k)
+	}
+	if len(send) == 0 {
+		return out, nil
+	}
+	resp, err := c.rpc.DeleteMany(ctx, &pb.DeleteManyRequest{Keys: send})
+	if err != nil {
+		return nil, c.convertErr(ctx, op, "", err)
+	}
+	res := make([]core.DeleteResult, len(resp.Results))
+	for i, r := range resp.Results {
+		res[i].Key = r.Key
+		if r.Error != nil {
+			res[i].Err = fromDetail(r.Error, 0)
+		}
+	}
+	if len(send) == len(keys) {
+		return res, nil // as the plugin said: the Store checks it
+	}
+	if len(res) != len(send) {
+		return nil, core.Errorf(op, "", core.ErrUnknown,
+			"adapter %q broke the storage contract: it returned %d results for %d keys", c.adapter, len(res), len(send))
+	}
+	j := 0
+	for i := range out {
+		if out[i].Err == nil {
+			out[i] = res[j]
+			j++
+		}
+	}
+	return out, nil
+}
+
+func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+	const op = "list"
+	if err := c.ready(op, opts.Prefix); err != nil {
+		return core.ListPage{}, err
+	}
+	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
+		return core.ListPage{}, err
+	}
+	if opts.PageSize < 0 {
+		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+	}
+	if !utf8.ValidString(opts.StartAfter) {
+		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "StartAfter %q is not valid UTF-8, so it is no key", opts.StartAfter)
+	}
+	resp, err := c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize)})
+	if err != nil {
+		return core.ListPage{}, c.convertErr(ctx, op, opts.Prefix, err)
+	}
+	page := core.ListPage{More: resp.More, Objects: make([]core.Info, len(resp.Objects))}
+	for i, o := range resp.Objects {
+		page.Objects[i] = infoFromPB(o)
+	}
+	return page, nil
+}
+
+func (c *Client) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+	const op = "acquire-gate"
+	if err := c.ready(op, name); err != nil {
+		return core.GateLease{}, err
+	}
+	if !utf8.ValidString(name) {
+		return core.GateLease{}, core.Errorf(op, name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", name)
+	}
+	resp, err := c.rpc.AcquireGate(ctx, &pb.AcquireGateRequest{Name: name})
+	if err != nil {
+		return core.GateLease{}, c.convertErr(ctx, op, name, err)
+	}
+	return core.GateLease{Name: resp.Name, Token: string(resp.Token)}, nil
+}
+
+func (c *Client) ReleaseGate(ctx context.Context, lease core.GateLease) error {
+	const op = "release-gate"
+	if err := c.ready(op, lease.Name); err != nil {
+		return err
+	}
+	if !utf8.ValidString(lease.Name) {
+		return core.Errorf(op, lease.Name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", lease.Name)
+	}
+	_, err := c.rpc.ReleaseGate(ctx, &pb.ReleaseGateRequest{Name: lease.Name, Token: []byte(lease.Token)})
+	return c.convertErr(ctx, op, lease.Name, err)
+}

@@ -209,6 +209,10 @@ func launchCtxError(name, path string, cerr error) error {
 var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 
 // launchError explains why go-plugin could not start or reach the plugin.
+// go-plugin reports version and handshake failures only as text, so this
+// matches its messages to say what went wrong; the version test pins the
+// text of the go-plugin release in go.mod. An unmatched message still
+// fails the launch (ErrUnavailable), it only loses the better explanation.
 func launchError(name, path, expected string, err error) error {
 	const op = "launch"
 	msg := err.Error()

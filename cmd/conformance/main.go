@@ -32,6 +32,9 @@ func main() {
 
 type usageErr struct{ error }
 
+// errFailed: the suite ran and a case failed (exit 1).
+var errFailed = errors.New("conformance failed")
+
 func run(args []string, stdout, stderr io.Writer) int {
 	cfg := conformance.Config{Adapters: bundled.Adapters}
 	var jsonPath, junitPath, logLevel string
@@ -82,7 +85,7 @@ With no --store a bundled file adapter runs in a fresh temporary directory.`,
 				}
 			}
 			if rep.Failed() {
-				return errors.New("conformance failed")
+				return errFailed
 			}
 			return nil
 		},
@@ -110,14 +113,11 @@ With no --store a bundled file adapter runs in a fresh temporary directory.`,
 		return 0
 	}
 	fmt.Fprintln(stderr, "conformance:", err)
-	var ue usageErr
-	if errors.As(err, &ue) || !isRunFailure(err) {
-		return 2
+	if errors.Is(err, errFailed) {
+		return 1
 	}
-	return 1
+	return 2
 }
-
-func isRunFailure(err error) bool { return err.Error() == "conformance failed" }
 
 func dirOf(p string) string {
 	for i := len(p) - 1; i >= 0; i-- {

@@ -24,6 +24,7 @@ type app struct {
 	stdout, stderr io.Writer
 	jsonOut        bool
 	logLevel       string
+	ran            bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -37,6 +38,9 @@ file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Errors before any command runs (unknown command or flag, wrong
+	// arguments) are usage errors; PersistentPreRun marks that one ran.
+	root.PersistentPreRun = func(*cobra.Command, []string) { a.ran = true }
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -49,20 +53,14 @@ file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
 	}
 	fmt.Fprintln(stderr, "retain:", err)
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) || isCobraUsage(err) {
+	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
 		return exitUsage
 	}
 	return exitFailed
 }
 
+// usageError marks a command line the command itself found wrong.
 type usageError struct{ error }
-
-func isCobraUsage(err error) bool {
-	// cobra reports unknown commands and flags as plain errors before any
-	// RunE runs; treat every error that is not ours as usage.
-	var ce *core.Error
-	return !errors.As(err, &ce)
-}
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

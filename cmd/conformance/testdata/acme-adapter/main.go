@@ -1,0 +1,39 @@
+// Command acme-adapter is a vendor's adapter binary in miniature: its whole
+// main is one call to pluginproto.Serve. It serves a local directory (it
+// borrows localfs's driver) under its own adapter name. With
+// ACME_BROKEN=plain-create it lies: it declares create-if-absent native but
+// writes plainly, which the conformance suite must catch.
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/pluginproto"
+)
+
+func main() {
+	pluginproto.Serve(core.Adapter{
+		Name:    "acme-fs",
+		Schemes: []string{"file"},
+		Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+			d, err := localfs.Adapter.Open(ctx, loc)
+			if err != nil || os.Getenv("ACME_BROKEN") != "plain-create" {
+				return d, err
+			}
+			return plainCreate{d}, nil
+		},
+	})
+}
+
+type plainCreate struct{ core.Driver }
+
+func (p plainCreate) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	if opts.Mode == core.PutCreateIfAbsent {
+		opts.Mode = core.PutOverwrite
+	}
+	return p.Driver.Put(ctx, key, body, opts)
+}

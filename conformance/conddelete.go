@@ -20,7 +20,12 @@ func caseConditionalDelete(t T, e *Env) {
 	wantAbsent(t, s, "cd/k")
 	wantKind(t, s.Delete(e.Ctx, "cd/k", core.DeleteOptions{IfVersion: v2.Version}), core.ErrNotFound, "delete-if-version of a missing key")
 	// A recreated key has a new version: the old token must not delete it.
-	mustPut(t, s, "cd/k", []byte("two"), core.PutOptions{})
+	// With tokens that are content hashes only new bytes make a new token.
+	again := []byte("two")
+	if !s.Capabilities().UniqueVersions {
+		again = []byte("two, rewritten")
+	}
+	mustPut(t, s, "cd/k", again, core.PutOptions{})
 	wantKind(t, s.Delete(e.Ctx, "cd/k", core.DeleteOptions{IfVersion: v2.Version}), core.ErrPreconditionFailed, "delete of a recreated key with the old version")
-	wantBody(t, s, "cd/k", []byte("two"))
+	wantBody(t, s, "cd/k", again)
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// SHA256 is the hex digest the adapter binary must have; required with
 	// a path.
 	SHA256 string `json:"sha256,omitempty"`
+	// Backend names what serves the store, for the report and the support
+	// matrix ("versitygw v1.8.0", "AWS S3 eu-west-1"). Default: the scheme.
+	Backend string `json:"backend,omitempty"`
 	// Store is the store URI to test in. Empty means a fresh temporary
 	// directory for file adapters and mem:// for the memory adapter.
 	Store string `json:"store,omitempty"`

@@ -43,6 +43,7 @@ type Report struct {
 	AdapterBinary string             `json:"adapter_binary,omitempty"`
 	AdapterSHA256 string             `json:"adapter_sha256,omitempty"`
 	Protocol      string             `json:"protocol"`
+	Backend       string             `json:"backend"`
 	Store         string             `json:"store"`
 	RunPrefix     string             `json:"run_prefix"`
 	Processes     int                `json:"processes"`
@@ -102,7 +103,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.AdapterSHA256 != "" {
 		fmt.Fprintf(w, "binary   %s sha256:%s\n", r.AdapterBinary, r.AdapterSHA256)
 	}
-	fmt.Fprintf(w, "store    %s (run prefix %s)\n", r.Store, r.RunPrefix)
+	fmt.Fprintf(w, "store    %s on %s (run prefix %s)\n", r.Store, r.Backend, r.RunPrefix)
 	if c := r.Capabilities; c != nil {
 		fmt.Fprintf(w, "declares create-if-absent=%s replace-if-version=%s delete-if-version=%s", c.CreateIfAbsent, c.ReplaceIfVersion, c.DeleteIfVersion)
 		for _, g := range c.Gates {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -197,8 +198,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer s.teardown()
 	bin, digest := cfg.binaryDigest()
 	caps := s.caps
+	backend := cfg.Backend
+	if backend == "" {
+		backend = s.loc.Scheme
+	}
 	rep := &Report{Adapter: cfg.Adapter, AdapterBinary: bin, AdapterSHA256: digest, Protocol: cfg.protocol(),
-		Store: s.loc.String(), RunPrefix: s.runPrefix, Processes: cfg.Processes, Rounds: cfg.Rounds,
+		Backend: backend, Store: s.loc.String(), RunPrefix: s.runPrefix, Processes: cfg.Processes, Rounds: cfg.Rounds,
 		Capabilities: &caps, Started: start.UTC()}
 	for _, c := range Cases() {
 		if re != nil && !re.MatchString(c.Name) {
@@ -266,4 +271,37 @@ func RunTests(t *testing.T, cfg Config) {
 			}
 		})
 	}
+}
+
+// JSONDirEnv names a directory where Check writes each report as JSON, for
+// the support matrix (see `conformance matrix`).
+const JSONDirEnv = "RETAIN_CONFORMANCE_JSON_DIR"
+
+// Check runs the suite like Run, from a test: it fails t for a setup error
+// and for every failed case (with its reason), logs the table, and writes
+// the JSON report into $RETAIN_CONFORMANCE_JSON_DIR as <name>.json when
+// that is set. It returns the report for further assertions.
+func Check(t *testing.T, cfg Config, name string) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("conformance %s: %v", name, err)
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	t.Logf("conformance %s:\n%s", name, sb.String())
+	for _, c := range rep.Cases {
+		if c.Result == Fail {
+			t.Errorf("case %s failed: %s", c.Name, c.Reason)
+		}
+	}
+	if dir := os.Getenv(JSONDirEnv); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.WriteJSON(filepath.Join(dir, name+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rep
 }

@@ -146,6 +146,12 @@ type Capabilities struct {
 	OrderedList bool `json:"ordered_list"`
 	// ListAfterWrite: a completed write is visible to the next List.
 	ListAfterWrite bool `json:"list_after_write"`
+	// UniqueVersions: every write yields a version token never seen before
+	// for its key, even when the bytes are identical. Without it (S3 ETags
+	// are content hashes) a compare-and-swap cannot tell a rewrite of the
+	// same bytes from no write, so callers that need that make every body
+	// unique (the retention claim carries a random token).
+	UniqueVersions bool `json:"unique_versions"`
 	// Notes are free-form facts about this instance (filesystem type, ...).
 	Notes []string `json:"notes,omitempty"`
 }

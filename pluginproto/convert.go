@@ -86,6 +86,7 @@ func capsToPB(c core.Capabilities) *pb.CapabilitiesResponse {
 		},
 		OrderedList:    c.OrderedList,
 		ListAfterWrite: c.ListAfterWrite,
+		UniqueVersions: c.UniqueVersions,
 	}
 	for _, n := range c.Notes {
 		p.Notes = append(p.Notes, text(n))
@@ -103,6 +104,7 @@ func capsFromPB(p *pb.CapabilitiesResponse) core.Capabilities {
 		DeleteIfVersion:  capabilityFromPB(p.DeleteIfVersion),
 		OrderedList:      p.OrderedList,
 		ListAfterWrite:   p.ListAfterWrite,
+		UniqueVersions:   p.UniqueVersions,
 		Notes:            p.Notes,
 	}
 	if l := p.Limits; l != nil {

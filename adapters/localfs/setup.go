@@ -155,6 +155,7 @@ func (d *Driver) setup(o openOptions) error {
 	switch {
 	case d.readOnly:
 	case xattrOK:
+		caps.UniqueVersions = true
 		caps.Notes = append(caps.Notes, "version token: random "+xattrName+" xattr set on every write, inode number, mtime (ns) and size")
 	default:
 		caps.Notes = append(caps.Notes, "the filesystem refuses user xattrs (ENOTSUP): version tokens fall back to inode number, ctime, mtime and size; a write in the same timestamp tick that reuses a freed inode number and has the same size could repeat an earlier token")

@@ -69,6 +69,7 @@ func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
 		Limits:           core.Limits{MaxDeleteBatch: 1000, MaxListPage: 1000},
 		OrderedList:      true,
 		ListAfterWrite:   true,
+		UniqueVersions:   true,
 		Notes:            []string{"in-memory: contents are lost when the process exits"},
 	}, nil
 }

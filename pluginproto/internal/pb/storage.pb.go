@@ -566,8 +566,12 @@ type CapabilitiesResponse struct {
 	OrderedList      bool                   `protobuf:"varint,6,opt,name=ordered_list,json=orderedList,proto3" json:"ordered_list,omitempty"`
 	ListAfterWrite   bool                   `protobuf:"varint,7,opt,name=list_after_write,json=listAfterWrite,proto3" json:"list_after_write,omitempty"`
 	Notes            []string               `protobuf:"bytes,8,rep,name=notes,proto3" json:"notes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Every write yields a version token never seen before for its key, even
+	// for identical bytes. False (the default for plugins that predate it) is
+	// the conservative reading: tokens may repeat, as S3 ETags do.
+	UniqueVersions bool `protobuf:"varint,9,opt,name=unique_versions,json=uniqueVersions,proto3" json:"unique_versions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CapabilitiesResponse) Reset() {
@@ -654,6 +658,13 @@ func (x *CapabilitiesResponse) GetNotes() []string {
 		return x.Notes
 	}
 	return nil
+}
+
+func (x *CapabilitiesResponse) GetUniqueVersions() bool {
+	if x != nil {
+		return x.UniqueVersions
+	}
+	return false
 }
 
 type GetRequest struct {
@@ -1571,7 +1582,7 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x06Limits\x12&\n" +
 	"\x0fmax_object_size\x18\x01 \x01(\x03R\rmaxObjectSize\x12(\n" +
 	"\x10max_delete_batch\x18\x02 \x01(\x03R\x0emaxDeleteBatch\x12\"\n" +
-	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\"\xc0\x03\n" +
+	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\"\xe9\x03\n" +
 	"\x14CapabilitiesResponse\x12G\n" +
 	"\x10create_if_absent\x18\x01 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x0ecreateIfAbsent\x12K\n" +
 	"\x12replace_if_version\x18\x02 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x10replaceIfVersion\x12I\n" +
@@ -1580,7 +1591,8 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x06limits\x18\x05 \x01(\v2\x19.retain.storage.v1.LimitsR\x06limits\x12!\n" +
 	"\fordered_list\x18\x06 \x01(\bR\vorderedList\x12(\n" +
 	"\x10list_after_write\x18\a \x01(\bR\x0elistAfterWrite\x12\x14\n" +
-	"\x05notes\x18\b \x03(\tR\x05notes\"\x1e\n" +
+	"\x05notes\x18\b \x03(\tR\x05notes\x12'\n" +
+	"\x0funique_versions\x18\t \x01(\bR\x0euniqueVersions\"\x1e\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"N\n" +

@@ -93,6 +93,7 @@ With no --store a bundled file adapter runs in a fresh temporary directory.`,
 	f := runCmd.Flags()
 	f.StringVar(&cfg.Adapter, "adapter", "", "bundled adapter name, or path to an adapter binary")
 	f.StringVar(&cfg.SHA256, "sha256", "", "expected SHA-256 (hex) of the adapter binary")
+	f.StringVar(&cfg.Backend, "backend", "", "what serves the store, for the report and matrix (\"versitygw v1.8.0\", \"AWS S3\")")
 	f.StringVar(&cfg.Store, "store", "", "store URI to test in (default: a temporary directory for file adapters)")
 	f.IntVar(&cfg.Processes, "processes", 4, "OS processes in the cross-process races")
 	f.IntVar(&cfg.Rounds, "rounds", 200, "rounds of the create-if-absent race")
@@ -102,7 +103,41 @@ With no --store a bundled file adapter runs in a fresh temporary directory.`,
 	f.StringVar(&junitPath, "junit", "", "write the report as JUnit XML to this file")
 	f.StringVar(&cfg.ReportDir, "report-dir", "", "where artefacts such as linearizability visualisations go (default: next to --json/--junit, else .)")
 	f.StringVar(&logLevel, "log-level", "warn", "plugin log level")
-	root.AddCommand(runCmd)
+	var update string
+	matrixCmd := &cobra.Command{
+		Use:   "matrix REPORT.json...",
+		Short: "Render JSON reports as a Markdown support matrix",
+		Long: `Prints the support matrix (adapter x backend x capability x result) built
+from conformance JSON reports; with --update FILE rewrites the generated
+section of FILE (between the conformance-matrix markers) instead.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var reps []*conformance.Report
+			for _, p := range args {
+				r, err := conformance.LoadReport(p)
+				if err != nil {
+					return usageErr{err}
+				}
+				reps = append(reps, r)
+			}
+			table := conformance.Matrix(reps)
+			if update == "" {
+				fmt.Fprint(stdout, table)
+				return nil
+			}
+			doc, err := os.ReadFile(update)
+			if err != nil {
+				return usageErr{err}
+			}
+			out, err := conformance.ReplaceMatrix(string(doc), table)
+			if err != nil {
+				return usageErr{err}
+			}
+			return os.WriteFile(update, []byte(out), 0o644)
+		},
+	}
+	matrixCmd.Flags().StringVar(&update, "update", "", "rewrite the generated matrix section of this Markdown file")
+	root.AddCommand(runCmd, matrixCmd)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retain-dev/retain/conformance"
 )
 
 var bin, acme string
@@ -137,5 +139,29 @@ func TestLyingVendorBinaryExit1(t *testing.T) {
 	}
 	if !strings.Contains(out, "FAIL") {
 		t.Fatalf("no failed case in:\n%s", out)
+	}
+}
+
+// The README's support matrix is generated from the committed JSON reports
+// in docs/matrix: it must be what `conformance matrix` renders from them.
+func TestReadmeMatrixIsGenerated(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/matrix/*.json")
+	if len(files) == 0 {
+		t.Fatal("no reports in docs/matrix")
+	}
+	out, errs, code := runCLI(t, nil, append([]string{"matrix"}, files...)...)
+	if code != 0 {
+		t.Fatalf("matrix: %d %s", code, errs)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := conformance.ReplaceMatrix(string(readme), out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != string(readme) {
+		t.Fatal("README.md's matrix is stale: run `go run ./cmd/conformance matrix --update README.md docs/matrix/*.json`")
 	}
 }

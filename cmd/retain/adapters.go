@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -50,8 +51,16 @@ type adapterReport struct {
 	Status       string             `json:"status"` // "available" or "not available yet"
 	ProbedOn     string             `json:"probed_on,omitempty"`
 	Capabilities *core.Capabilities `json:"capabilities,omitempty"`
+	Note         string             `json:"note,omitempty"`
 	Error        string             `json:"error,omitempty"`
 }
+
+// errNeedsStore: the adapter serves remote stores, whose capabilities can
+// only be probed on a real endpoint the user names.
+var errNeedsStore = errors.New("needs --store")
+
+// errNotServed: --store names a scheme this adapter does not serve.
+var errNotServed = errors.New("not the adapter of --store")
 
 func (a *app) adaptersCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "adapters", Short: "Storage adapters bundled in this binary"}
@@ -80,6 +89,14 @@ temporary directory unless --store names the store to probe.`,
 			for _, ad := range bundled.Adapters {
 				row := adapterReport{Name: ad.Name, Schemes: ad.Schemes, Status: "available"}
 				loc, cleanup, err := probeLocation(ad, probe)
+				if errors.Is(err, errNotServed) {
+					continue
+				}
+				if errors.Is(err, errNeedsStore) {
+					row.Note = fmt.Sprintf("capabilities depend on the endpoint: probe one with --store %s://bucket/prefix", ad.Schemes[0])
+					rows = append(rows, row)
+					continue
+				}
 				if err == nil {
 					row.ProbedOn = loc.String()
 					var s *core.Store
@@ -131,7 +148,10 @@ func probeLocation(ad core.Adapter, probe core.Location) (core.Location, func(),
 				return probe, func() {}, nil
 			}
 		}
-		return core.Location{}, func() {}, fmt.Errorf("--store %s is not served by %s", probe, ad.Name)
+		return core.Location{}, func() {}, errNotServed
+	}
+	if ad.Schemes[0] != "file" {
+		return core.Location{}, func() {}, errNeedsStore
 	}
 	dir, err := os.MkdirTemp("", "retain-probe-")
 	if err != nil {
@@ -158,6 +178,9 @@ func (a *app) printAdapters(rows []adapterReport) {
 		status := r.Status
 		if r.Error != "" {
 			status = "error: " + r.Error
+		}
+		if r.Note != "" {
+			c1 = "(probe with --store)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, strings.Join(r.Schemes, ","), status, c1, c2, c3, gates)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/internal/emulator"
 )
 
 var bin string
@@ -92,7 +93,7 @@ func TestAdaptersList(t *testing.T) {
 			t.Fatalf("localfs declares no metadata gate: %+v", c.Gates)
 		}
 	}
-	for _, n := range []string{"s3", "gcs", "azure"} {
+	for _, n := range []string{"gcs", "azure"} {
 		if seen[n] != "not available yet" {
 			t.Errorf("%s: status %q", n, seen[n])
 		}
@@ -103,7 +104,7 @@ func TestAdaptersList(t *testing.T) {
 }
 
 func TestReservedSchemes(t *testing.T) {
-	for _, uri := range []string{"s3://bucket/p", "gs://bucket", "az://container/x"} {
+	for _, uri := range []string{"gs://bucket", "az://container/x"} {
 		_, errs, code := retain(t, "claim", "status", uri)
 		if code != 1 || !strings.Contains(errs, "not available yet") {
 			t.Errorf("%s: exit %d: %s", uri, code, errs)
@@ -179,5 +180,42 @@ func TestTakeoverOfLiveOwnerRefused(t *testing.T) {
 	}
 	if err := h.Verify(ctx); err != nil {
 		t.Fatalf("refused takeover touched the claim: %v", err)
+	}
+}
+
+// The bundled S3 adapter through the retain binary, against gofakes3: the
+// capabilities are probed on the endpoint, and the claim commands work.
+func TestS3StoreThroughBinary(t *testing.T) {
+	e := emulator.GoFakeS3(t)
+	for k, v := range e.Env() {
+		t.Setenv(k, v)
+	}
+	store := "s3://retain-cli/tables"
+	out, errs, code := retain(t, "adapters", "list", "--store", store, "--json")
+	if code != 0 {
+		t.Fatalf("adapters list --store: %d %s", code, errs)
+	}
+	var rep struct {
+		Adapters []struct {
+			Name         string
+			Capabilities *core.Capabilities
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Adapters) == 0 || rep.Adapters[0].Name != "s3" || rep.Adapters[0].Capabilities == nil {
+		t.Fatalf("want only s3, probed: %s", out)
+	}
+	c := rep.Adapters[0].Capabilities
+	if c.CreateIfAbsent.Level != core.LevelNative || c.DeleteIfVersion.Level != core.LevelNone {
+		t.Fatalf("gofakes3 honours conditional create and ignores conditional delete; declared %+v", c)
+	}
+	out, errs, code = retain(t, "claim", "status", store, "--json")
+	if code != 0 || !strings.Contains(out, `"held": false`) {
+		t.Fatalf("claim status on s3: %d %s %s", code, out, errs)
+	}
+	if strings.Contains(errs+out, e.SecretKey) {
+		t.Fatal("the secret key appeared in the output")
 	}
 }

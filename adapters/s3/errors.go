@@ -1,0 +1,187 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// failure is what an SDK error says, read from its types: the service's
+// error code and the HTTP status. Either may be empty or zero.
+type failure struct {
+	code   string
+	status int
+}
+
+func failureOf(err error) failure {
+	var f failure
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		f.code = ae.ErrorCode()
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		f.status = re.HTTPStatusCode()
+	} else {
+		var sre *smithyhttp.ResponseError
+		if errors.As(err, &sre) {
+			f.status = sre.HTTPStatusCode()
+		}
+	}
+	return f
+}
+
+// S3 error codes the adapter tells apart.
+const (
+	codeNoSuchKey          = "NoSuchKey"
+	codeNotFound           = "NotFound" // HEAD answers carry no body, hence no code but this
+	codeNoSuchBucket       = "NoSuchBucket"
+	codePreconditionFailed = "PreconditionFailed"
+	codeCondConflict       = "ConditionalRequestConflict"
+)
+
+func (f failure) notFound() bool {
+	return f.code == codeNoSuchKey || f.code == codeNotFound || (f.code == "" && f.status == http.StatusNotFound)
+}
+
+func (f failure) preconditionFailed() bool {
+	return f.code == codePreconditionFailed || f.status == http.StatusPreconditionFailed
+}
+
+// conflict is AWS's 409 ConditionalRequestConflict: a concurrent
+// conditional request on the key won; this one did not happen.
+func (f failure) conflict() bool { return f.code == codeCondConflict }
+
+// refused says the endpoint rejected a request it does not implement (a
+// conditional header it does not support), as opposed to evaluating it.
+func (f failure) refused() bool {
+	switch f.code {
+	case "NotImplemented", "InvalidArgument", "InvalidRequest":
+		return true
+	}
+	return f.code == "" && (f.status == http.StatusNotImplemented || f.status == http.StatusBadRequest)
+}
+
+// kind classifies an S3 failure.
+func (f failure) kind() (core.Kind, string) {
+	switch f.code {
+	case codeNoSuchKey, codeNotFound:
+		return core.ErrNotFound, ""
+	case codeNoSuchBucket:
+		return core.ErrNotFound, ""
+	case codePreconditionFailed:
+		return core.ErrPreconditionFailed, ""
+	case codeCondConflict:
+		return core.ErrTransient, "a concurrent conditional request on the key won (409 ConditionalRequestConflict); this one did not happen"
+	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "AccountProblem",
+		"InvalidToken", "ExpiredToken", "TokenRefreshRequired", "InvalidSecurity", "InvalidObjectState", "Forbidden",
+		"XAdminUserNotFound": // versitygw's answer (with 404) to an unknown access key id
+		return core.ErrPermissionDenied, ""
+	case "EntityTooLarge", "MaxMessageLengthExceeded", "MetadataTooLarge":
+		return core.ErrLimitExceeded, ""
+	case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+		"RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable", "OperationAborted",
+		"RequestTimeTooSkewed", "BadDigest", "IncompleteBody", "PriorRequestNotComplete":
+		return core.ErrTransient, ""
+	case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+		return core.ErrInvalidArgument, "the bucket lives in another region or behind another endpoint: set AWS_REGION or ?region= (and ?endpoint=) to match it"
+	case "InvalidBucketName", "KeyTooLongError":
+		return core.ErrInvalidArgument, ""
+	case "NotImplemented":
+		return core.ErrUnsupported, "the endpoint does not implement this request"
+	}
+	switch s := f.status; {
+	case s == http.StatusNotFound:
+		return core.ErrNotFound, ""
+	case s == http.StatusPreconditionFailed:
+		return core.ErrPreconditionFailed, ""
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return core.ErrPermissionDenied, ""
+	case s == http.StatusRequestEntityTooLarge:
+		return core.ErrLimitExceeded, ""
+	case s == http.StatusNotImplemented:
+		return core.ErrUnsupported, "the endpoint does not implement this request"
+	case s == http.StatusTooManyRequests || s == http.StatusRequestTimeout || s >= 500:
+		return core.ErrTransient, ""
+	}
+	return core.ErrUnknown, ""
+}
+
+// mapErr makes an SDK error an *core.Error of the right kind. It reads only
+// typed errors (API error codes, HTTP statuses, transport error types).
+func (d *Driver) mapErr(op, key string, err error) *core.Error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ctxError(op, key, err)
+	}
+	f := failureOf(err)
+	if f.code != "" || f.status != 0 {
+		kind, msg := f.kind()
+		if f.code == codeNoSuchBucket {
+			msg = fmt.Sprintf("bucket %q does not exist at this endpoint", d.bucket)
+		} else if kind == core.ErrPermissionDenied && msg == "" {
+			msg = fmt.Sprintf("the endpoint refused access to bucket %q (%s): check the credentials the AWS default chain found and their permissions", d.bucket, f.describe())
+		}
+		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: err}
+	}
+	var se *v4.SigningError
+	var cre *credentialsError
+	if errors.As(err, &se) || errors.As(err, &cre) {
+		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
+			Msg: "cannot sign the request: the AWS default chain found no usable credentials (environment, shared config, SSO, web identity, container or instance role)", Err: err}
+	}
+	var sendErr *smithyhttp.RequestSendError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &sendErr):
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "could not reach the endpoint", Err: err}
+	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "the connection to the endpoint broke", Err: err}
+	}
+	return core.Wrap(op, key, core.ErrUnknown, err)
+}
+
+func (f failure) describe() string {
+	switch {
+	case f.code != "" && f.status != 0:
+		return fmt.Sprintf("%d %s", f.status, f.code)
+	case f.code != "":
+		return f.code
+	}
+	return fmt.Sprintf("HTTP %d", f.status)
+}
+
+// credentialsError marks a failure of the AWS credential chain, which the
+// SDK reports as untyped text ("get identity: ...").
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return "no usable credentials: " + e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
+// markedCredentials types the errors of the credential chain it wraps.
+type markedCredentials struct{ p aws.CredentialsProvider }
+
+func (m markedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := m.p.Retrieve(ctx)
+	if err != nil && ctx.Err() == nil {
+		return c, &credentialsError{err}
+	}
+	return c, err
+}

@@ -1,0 +1,14 @@
+package s3
+
+import (
+	"os"
+	"testing"
+
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core"
+)
+
+func TestMain(m *testing.M) {
+	conformance.Dispatch([]core.Adapter{Adapter})
+	os.Exit(m.Run())
+}

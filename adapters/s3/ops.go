@@ -1,0 +1,454 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// token is the version token of an ETag: the ETag without its quotes.
+func token(etag *string) string {
+	if etag == nil {
+		return ""
+	}
+	return strings.Trim(*etag, `"`)
+}
+
+// quoted is the If-Match value for a version token; ok is false for a token
+// that cannot be an ETag (and so matches no object).
+func quoted(v string) (string, bool) {
+	if v == "" {
+		return "", false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c <= 0x20 || c >= 0x7f || c == '"' {
+			return "", false
+		}
+	}
+	return `"` + v + `"`, true
+}
+
+// attempts counts the HTTP attempts of one SDK call (the retryer may send a
+// request more than once). It sits after the retry middleware, so it runs
+// once per attempt.
+type attempts struct{ n atomic.Int32 }
+
+func (a *attempts) ID() string { return "RetainAttemptCounter" }
+
+func (a *attempts) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+	a.n.Add(1)
+	return next.HandleFinalize(ctx, in)
+}
+
+func (a *attempts) option() func(*awss3.Options) {
+	return awss3.WithAPIOptions(func(s *middleware.Stack) error {
+		return s.Finalize.Insert(a, "Retry", middleware.After)
+	})
+}
+
+// retried says whether an earlier attempt of the call may have reached the
+// endpoint.
+func (a *attempts) retried() bool { return a.n.Load() > 1 }
+
+// Get opens the object; the reader streams exactly the version in Info.
+func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+	const op = "get"
+	if err := checkKey(op, key); err != nil {
+		return nil, err
+	}
+	out, err := d.client.GetObject(ctx, &awss3.GetObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key))})
+	if err != nil {
+		return nil, d.mapErr(op, key, err)
+	}
+	if out.ContentLength == nil || out.ETag == nil {
+		out.Body.Close()
+		return nil, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered GetObject without Content-Length or ETag")
+	}
+	info := core.Info{Key: key, Size: *out.ContentLength, Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}
+	return &core.Reader{Info: info, ReadCloser: &bodyReader{rc: out.Body, d: d, key: key}}, nil
+}
+
+// bodyReader maps a broken body stream to a transient error.
+type bodyReader struct {
+	rc  io.ReadCloser
+	d   *Driver
+	key string
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil && err != io.EOF {
+		err = r.d.mapErr("get", r.key, err)
+	}
+	return n, err
+}
+
+func (r *bodyReader) Close() error { return r.rc.Close() }
+
+// Stat returns the object's info.
+func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+	const op = "stat"
+	if err := checkKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	h, err := d.head(ctx, key)
+	if err != nil {
+		return core.Info{}, d.mapErr(op, key, err)
+	}
+	return h.info, nil
+}
+
+type headResult struct {
+	info    core.Info
+	writeID string
+}
+
+// head is HeadObject of a store key.
+func (d *Driver) head(ctx context.Context, key string) (headResult, error) {
+	out, err := d.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key))})
+	if err != nil {
+		return headResult{}, err
+	}
+	h := headResult{info: core.Info{Key: key, Size: aws.ToInt64(out.ContentLength), Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}}
+	for k, v := range out.Metadata {
+		if strings.EqualFold(k, metaWriteID) {
+			h.writeID = v
+		}
+	}
+	if h.info.Version == "" {
+		return h, core.Errorf("stat", key, core.ErrUnknown, "the endpoint answered HeadObject without an ETag")
+	}
+	return h, nil
+}
+
+// Put stores body under key per opts.Mode.
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	const op = "put"
+	if err := checkKey(op, key); err != nil {
+		return core.Info{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return core.Info{}, ctxError(op, key, err)
+	}
+	// Every write carries a fresh id, overwrites too: some endpoints
+	// (gofakes3) merge the old metadata into an overwrite, which would
+	// otherwise leave an earlier write's id on the new object.
+	writeID := randHex(16)
+	in := &awss3.PutObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key)), ContentType: aws.String("application/octet-stream"),
+		Metadata: map[string]string{metaWriteID: writeID}}
+	switch opts.Mode {
+	case core.PutOverwrite:
+		if opts.IfVersion != "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+		}
+	case core.PutCreateIfAbsent:
+		if c := d.caps.CreateIfAbsent; c.Level == core.LevelNone {
+			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported, "create-if-absent is not provided on this store: %s", c.Reason)
+		}
+		if opts.IfVersion != "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+		}
+		in.IfNoneMatch = aws.String("*")
+	case core.PutReplaceIfVersion:
+		if c := d.caps.ReplaceIfVersion; c.Level == core.LevelNone {
+			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported, "replace-if-version is not provided on this store: %s", c.Reason)
+		}
+		if opts.IfVersion == "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+		}
+		q, ok := quoted(opts.IfVersion)
+		if !ok {
+			// No ETag looks like this: it matches nothing, so only
+			// missing (not found) and present (mismatch) remain.
+			return core.Info{}, d.mismatch(ctx, op, key, "the expected version %q is not an ETag any object can have", opts.IfVersion)
+		}
+		in.IfMatch = aws.String(q)
+	default:
+		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+	}
+	sp, err := spool(body, maxObjectSize)
+	if errors.Is(err, errTooLarge) {
+		return core.Info{}, core.Errorf(op, key, core.ErrLimitExceeded, "the body exceeds %d bytes, the most one PutObject can store", int64(maxObjectSize))
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return core.Info{}, ctxError(op, key, cerr)
+		}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.KindOf(err), Msg: "reading the body", Err: err}
+	}
+	defer sp.Close()
+	in.Body, in.ContentLength = sp.r, aws.Int64(sp.size)
+
+	var at attempts
+	out, err := d.client.PutObject(ctx, in, at.option())
+	if err == nil {
+		if out.ETag == nil || token(out.ETag) == "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered PutObject without an ETag")
+		}
+		mod := time.Now()
+		if t, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
+			mod = t
+		}
+		return core.Info{Key: key, Size: sp.size, Version: token(out.ETag), ModTime: mod}, nil
+	}
+	f := failureOf(err)
+	switch {
+	case opts.Mode == core.PutCreateIfAbsent && (f.preconditionFailed() || f.conflict()):
+		return d.resolveCreate(ctx, key, writeID, &at, f, err)
+	case opts.Mode == core.PutReplaceIfVersion && f.notFound():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: err}
+	case opts.Mode == core.PutReplaceIfVersion && (f.preconditionFailed() || f.conflict()):
+		return d.resolveReplace(ctx, key, writeID, &at, f, err)
+	}
+	return core.Info{}, d.mapErr(op, key, err)
+}
+
+// errOutcomeUnknown is the message for a conditional write refused on a
+// retry after an attempt whose answer was lost, when the read-back does not
+// show this write: an earlier attempt may have written, then been
+// overwritten.
+const errOutcomeUnknown = "the SDK retried this conditional write after an attempt whose answer was lost, and the key does not hold this write now: whether an earlier attempt took effect is unknown"
+
+// resolveCreate decides a create-if-absent the endpoint refused with 412
+// or 409.
+func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (core.Info, error) {
+	const op = "put"
+	if f.preconditionFailed() && !at.retried() {
+		// One attempt, refused: the key existed. No read-back needed.
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: cause}
+	}
+	h, herr := d.head(ctx, key)
+	exists := herr == nil
+	if herr != nil && !failureOf(herr).notFound() {
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+			Msg: fmt.Sprintf("create-if-absent was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+	}
+	switch {
+	case exists && h.writeID == writeID:
+		// An earlier attempt of this call created it; the retry saw it.
+		return h.info, nil
+	case at.retried():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: cause}
+	case exists:
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: cause}
+	}
+	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient,
+		Msg: "the conditional write did not happen: a concurrent conditional request on the key won (409 ConditionalRequestConflict) and the key is absent now; retry", Err: cause}
+}
+
+// resolveReplace decides a replace-if-version the endpoint refused with 412
+// or 409. Some endpoints (gofakes3) answer 412 for If-Match on a missing
+// key where AWS answers 404, so a read-back tells missing from mismatch.
+func (d *Driver) resolveReplace(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (core.Info, error) {
+	const op = "put"
+	h, herr := d.head(ctx, key)
+	exists := herr == nil
+	if herr != nil && !failureOf(herr).notFound() {
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+			Msg: fmt.Sprintf("replace-if-version was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+	}
+	switch {
+	case exists && h.writeID == writeID:
+		return h.info, nil
+	case at.retried():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: cause}
+	case !exists:
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: cause}
+	case f.conflict():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was written", Err: cause}
+	}
+	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+		Msg: fmt.Sprintf("the object's version is %q, not the expected one", h.info.Version), Err: cause}
+}
+
+// mismatch answers a conditional operation whose expected version matches
+// nothing: not found if the key is missing, precondition failed if not.
+func (d *Driver) mismatch(ctx context.Context, op, key, format string, args ...any) error {
+	_, err := d.head(ctx, key)
+	switch {
+	case err == nil:
+		return core.Errorf(op, key, core.ErrPreconditionFailed, format, args...)
+	case failureOf(err).notFound():
+		return core.Errorf(op, key, core.ErrNotFound, "the key does not exist")
+	}
+	return d.mapErr(op, key, err)
+}
+
+// Delete removes key, unconditionally or only at opts.IfVersion.
+func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	const op = "delete"
+	if err := checkKey(op, key); err != nil {
+		return err
+	}
+	in := &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key))}
+	if opts.IfVersion == "" {
+		_, err := d.client.DeleteObject(ctx, in)
+		if err != nil && !failureOf(err).notFound() {
+			return d.mapErr(op, key, err)
+		}
+		return nil
+	}
+	if c := d.caps.DeleteIfVersion; c.Level == core.LevelNone {
+		return core.Errorf(op, key, core.ErrUnsupported, "delete-if-version is not provided on this store: %s", c.Reason)
+	}
+	q, ok := quoted(opts.IfVersion)
+	if !ok {
+		return d.mismatch(ctx, op, key, "the expected version %q is not an ETag any object can have", opts.IfVersion)
+	}
+	in.IfMatch = aws.String(q)
+	if d.deleteHeadFirst {
+		// Only to report a missing key: the version is still compared
+		// by the endpoint, atomically, in the DeleteObject below.
+		if _, err := d.head(ctx, key); err != nil {
+			if failureOf(err).notFound() {
+				return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: err}
+			}
+			return d.mapErr(op, key, err)
+		}
+	}
+	var at attempts
+	_, err := d.client.DeleteObject(ctx, in, at.option())
+	if err == nil {
+		return nil
+	}
+	f := failureOf(err)
+	if !f.notFound() && !f.preconditionFailed() && !f.conflict() {
+		return d.mapErr(op, key, err)
+	}
+	missing := f.notFound()
+	if !missing {
+		// 412 for a missing key on some endpoints, a mismatch on all:
+		// read back to tell them apart.
+		_, herr := d.head(ctx, key)
+		switch {
+		case herr != nil && failureOf(herr).notFound():
+			missing = true
+		case herr != nil:
+			return &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+				Msg: fmt.Sprintf("delete-if-version was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+		}
+	}
+	switch {
+	case missing && at.retried():
+		// An earlier attempt whose answer was lost most likely deleted
+		// it; either way no object of that version remains.
+		return nil
+	case missing:
+		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: err}
+	case f.conflict():
+		return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was deleted", Err: err}
+	}
+	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed, Msg: "the object's version is not the expected one", Err: err}
+}
+
+// DeleteMany deletes up to 1,000 keys with one DeleteObjects request.
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	const op = "delete-many"
+	if len(keys) > maxDeleteBatch {
+		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys: DeleteObjects takes at most %d", len(keys), maxDeleteBatch)
+	}
+	res := make([]core.DeleteResult, len(keys))
+	at := map[string][]int{} // full key -> indexes, for duplicates
+	var objs []types.ObjectIdentifier
+	for i, k := range keys {
+		res[i].Key = k
+		if err := checkKey("delete", k); err != nil {
+			res[i].Err = err
+			continue
+		}
+		fk := d.full(k)
+		if _, dup := at[fk]; !dup {
+			objs = append(objs, types.ObjectIdentifier{Key: aws.String(fk)})
+		}
+		at[fk] = append(at[fk], i)
+	}
+	if len(objs) == 0 {
+		return res, nil
+	}
+	out, err := d.client.DeleteObjects(ctx, &awss3.DeleteObjectsInput{Bucket: &d.bucket,
+		Delete: &types.Delete{Objects: objs, Quiet: aws.Bool(true)}})
+	if err != nil {
+		return nil, d.mapErr(op, "", err)
+	}
+	for _, e := range out.Errors {
+		f := failure{code: aws.ToString(e.Code)}
+		if f.notFound() {
+			continue // already absent: what delete wants
+		}
+		idx, ok := at[aws.ToString(e.Key)]
+		if !ok {
+			return nil, core.Errorf(op, "", core.ErrUnknown, "the endpoint reported an error for a key that was not sent")
+		}
+		kind, _ := f.kind()
+		for _, i := range idx {
+			res[i].Err = core.Errorf("delete", keys[i], kind, "DeleteObjects: %s: %s", f.code, aws.ToString(e.Message))
+		}
+	}
+	return res, nil
+}
+
+// List returns one page of keys in byte order.
+func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+	const op = "list"
+	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
+		return core.ListPage{}, err
+	}
+	if opts.PageSize < 0 {
+		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+	}
+	size := opts.PageSize
+	if size == 0 || size > maxListPage {
+		size = maxListPage
+	}
+	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(d.full(opts.Prefix)), MaxKeys: aws.Int32(int32(size))}
+	if opts.StartAfter != "" {
+		in.StartAfter = aws.String(d.full(opts.StartAfter))
+	}
+	for {
+		out, err := d.client.ListObjectsV2(ctx, in)
+		if err != nil {
+			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+		}
+		var page core.ListPage
+		for _, o := range out.Contents {
+			fk := aws.ToString(o.Key)
+			k, ok := strings.CutPrefix(fk, d.prefix)
+			if !ok {
+				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed key %q outside the requested prefix", fk)
+			}
+			if reserved(k) {
+				continue
+			}
+			page.Objects = append(page.Objects, core.Info{Key: k, Size: aws.ToInt64(o.Size), Version: token(o.ETag), ModTime: aws.ToTime(o.LastModified)})
+		}
+		page.More = aws.ToBool(out.IsTruncated)
+		if len(page.Objects) > 0 || !page.More {
+			return page, nil
+		}
+		// A truncated page that held only hidden probe keys: read on, so
+		// no empty page claims more.
+		switch {
+		case len(out.Contents) > 0:
+			in.StartAfter = out.Contents[len(out.Contents)-1].Key
+			in.ContinuationToken = nil
+		case out.NextContinuationToken != nil:
+			in.ContinuationToken = out.NextContinuationToken
+		default:
+			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint answered an empty truncated listing with no continuation token")
+		}
+	}
+}

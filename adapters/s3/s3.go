@@ -1,0 +1,415 @@
+// Package s3 is the adapter for Amazon S3 and S3-compatible object stores
+// (versitygw, MinIO, Ceph RGW, ...), on the AWS SDK for Go v2. A store is
+// s3://bucket/prefix; object key "a/b" is the S3 object "prefix/a/b".
+//
+// How each guarantee is made:
+//
+//   - create-if-absent is PutObject with If-None-Match: *, and
+//     replace-if-version PutObject with If-Match: <etag>: S3 evaluates the
+//     condition and the write atomically for every writer of the bucket.
+//   - delete-if-version is DeleteObject with If-Match: <etag>, where the
+//     endpoint honours it. Not every S3-compatible endpoint does (gofakes3
+//     ignores it and deletes anyway), so by default Open probes once on a
+//     scratch key under the store's prefix and declares what it found.
+//   - The version token is the object's ETag without its quotes. ETags are
+//     content hashes (MD5 for single-part uploads), so a rewrite of the same
+//     bytes keeps the token: the adapter declares UniqueVersions false.
+//   - Every conditional write carries a random id in the object's metadata
+//     (x-amz-meta-retain-write-id). When the SDK retried a conditional write
+//     whose first response was lost, the retry sees 412 although the write
+//     was ours; a read-back of the id tells the two apart.
+//   - Bodies are spooled (memory, then a temp file past 16 MiB) before the
+//     PutObject, so the SDK can sign, checksum and retry them and the size
+//     limit is checked before anything is sent.
+//
+// The top-level segment ".retain-probe" of a store is reserved for the
+// probe's scratch objects: keys using it are refused and List hides it.
+package s3
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/retain-dev/retain/core"
+)
+
+const (
+	// Name is the adapter's name; Scheme the store URI scheme it serves.
+	Name   = "s3"
+	Scheme = "s3"
+
+	// probeDir is the reserved top-level segment for probe scratch keys.
+	probeDir = ".retain-probe"
+	// metaWriteID is the user metadata (x-amz-meta-...) holding the random
+	// id of a conditional write.
+	metaWriteID = "retain-write-id"
+
+	// maxObjectSize is S3's limit for a single PutObject (5 GiB); larger
+	// objects need multipart uploads, which this adapter does not do.
+	maxObjectSize  = 5 << 30
+	maxDeleteBatch = 1000 // DeleteObjects takes at most 1,000 keys
+	maxListPage    = 1000 // ListObjectsV2 returns at most 1,000 keys
+)
+
+// Adapter opens S3 stores for s3:// locations.
+var Adapter = core.Adapter{
+	Name:    Name,
+	Schemes: []string{Scheme},
+	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+		d, err := Open(ctx, loc)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	},
+}
+
+// Mode is a per-store setting for a conditional request the endpoint may
+// or may not honour.
+type Mode string
+
+const (
+	// ModeAuto probes the endpoint once at Open and declares what it does.
+	ModeAuto Mode = "auto"
+	// ModeOn declares the capability native without probing.
+	ModeOn Mode = "on"
+	// ModeOff declares the capability none.
+	ModeOff Mode = "off"
+)
+
+// Options are the store URI's query options, parsed.
+type Options struct {
+	// Endpoint overrides the SDK's endpoint (AWS_ENDPOINT_URL, or AWS).
+	Endpoint string
+	// Region overrides the SDK's region (AWS_REGION, shared config).
+	Region string
+	// PathStyle selects path-style addressing (http://host/bucket/key).
+	// Default: true when an endpoint is set, as emulators need.
+	PathStyle *bool
+	// ConditionalWrite governs create-if-absent and replace-if-version.
+	ConditionalWrite Mode
+	// ConditionalDelete governs delete-if-version.
+	ConditionalDelete Mode
+}
+
+// ParseOptions reads a location's options. Unknown options are refused.
+func ParseOptions(loc core.Location) (Options, error) {
+	o := Options{ConditionalWrite: ModeAuto, ConditionalDelete: ModeAuto}
+	var unknown []string
+	for k, v := range loc.Options {
+		switch k {
+		case "endpoint":
+			o.Endpoint = v
+		case "region":
+			o.Region = v
+		case "path-style":
+			switch v {
+			case "true":
+				o.PathStyle = aws.Bool(true)
+			case "false":
+				o.PathStyle = aws.Bool(false)
+			default:
+				return o, optErr(loc, "path-style=%q: give true or false", v)
+			}
+		case "conditional-write", "conditional-delete":
+			m := Mode(v)
+			if m != ModeAuto && m != ModeOn && m != ModeOff {
+				return o, optErr(loc, "%s=%q: give auto, on or off", k, v)
+			}
+			if k == "conditional-write" {
+				o.ConditionalWrite = m
+			} else {
+				o.ConditionalDelete = m
+			}
+		default:
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return o, optErr(loc, "unknown option(s) %s: the s3 adapter takes endpoint, region, path-style, conditional-write and conditional-delete",
+			strings.Join(unknown, ", "))
+	}
+	return o, nil
+}
+
+func optErr(loc core.Location, format string, args ...any) *core.Error {
+	return core.Errorf("open", redacted(loc), core.ErrInvalidArgument, format, args...)
+}
+
+// redacted names a location without its options: an endpoint option could
+// carry a secret the user pasted by mistake.
+func redacted(loc core.Location) string {
+	loc.Options = nil
+	return loc.String()
+}
+
+// checkEndpoint accepts an http(s) URL with a host and no user info; the
+// URL itself is never echoed, in case it carries a secret.
+func checkEndpoint(loc core.Location, what, ep string) error {
+	u, err := url.Parse(ep)
+	switch {
+	case err != nil:
+		return optErr(loc, "%s is not a URL", what)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return optErr(loc, "%s must be an http:// or https:// URL", what)
+	case u.Host == "":
+		return optErr(loc, "%s has no host", what)
+	case u.User != nil:
+		return optErr(loc, "%s carries user info: give credentials through the AWS credential chain, never in the URL", what)
+	}
+	return nil
+}
+
+// Driver is an S3 store: one bucket and a key prefix. It implements
+// core.Driver and is safe for concurrent use.
+type Driver struct {
+	client   *awss3.Client
+	bucket   string
+	prefix   string // "" or "some/prefix/" (with the trailing '/')
+	endpoint string // for notes: "" means the SDK's AWS endpoint
+	caps     core.Capabilities
+	// deleteHeadFirst: the endpoint is not known to answer a conditional
+	// delete of a missing key with 404/412, so Delete reads the key first.
+	deleteHeadFirst bool
+
+	closeOnce sync.Once
+	transport *http.Transport
+}
+
+var _ core.Driver = (*Driver)(nil)
+
+// Open connects to the store at loc. With conditional-write or
+// conditional-delete set to auto (the default) it probes the endpoint on a
+// scratch key under the store's prefix before returning.
+func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+	const op = "open"
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(op, redacted(loc), err)
+	}
+	if loc.Scheme != Scheme {
+		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "the s3 adapter serves s3:// locations, not %q", loc.Scheme)
+	}
+	if loc.Bucket == "" {
+		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "no bucket: s3://bucket/optional/prefix")
+	}
+	prefix := strings.Trim(loc.Prefix, "/")
+	if prefix != "" {
+		if err := core.ValidatePrefix(op, prefix); err != nil {
+			return nil, err
+		}
+	}
+	o, err := ParseOptions(loc)
+	if err != nil {
+		return nil, err
+	}
+	if o.Endpoint != "" {
+		if err := checkEndpoint(loc, "endpoint=", o.Endpoint); err != nil {
+			return nil, err
+		}
+	}
+
+	d := &Driver{bucket: loc.Bucket}
+	if prefix != "" {
+		d.prefix = prefix + "/"
+	}
+	// Capture the transport the SDK's client builds, so Close can drop its
+	// idle connections.
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { d.transport = tr })
+	loadOpts := []func(*config.LoadOptions) error{config.WithHTTPClient(hc)}
+	if o.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(o.Region))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, &core.Error{Op: op, Key: redacted(loc), Kind: core.ErrInvalidArgument,
+			Msg: "loading the AWS configuration (environment, shared config files)", Err: err}
+	}
+	var endpoint, region string
+	var pathStyle bool
+	d.client = awss3.NewFromConfig(cfg, func(so *awss3.Options) {
+		// so.BaseEndpoint is already resolved here from AWS_ENDPOINT_URL,
+		// AWS_ENDPOINT_URL_S3 or the shared config; the URI option wins.
+		if o.Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.Endpoint)
+		}
+		endpoint = aws.ToString(so.BaseEndpoint)
+		region = so.Region
+		if region == "" && endpoint != "" {
+			// S3-compatible endpoints rarely care; SigV4 needs a region.
+			region = "us-east-1"
+		}
+		so.Region = region
+		pathStyle = endpoint != ""
+		if o.PathStyle != nil {
+			pathStyle = *o.PathStyle
+		}
+		so.UsePathStyle = pathStyle
+		if cfg.Credentials != nil {
+			so.Credentials = aws.NewCredentialsCache(markedCredentials{cfg.Credentials})
+		}
+	})
+	if o.Endpoint == "" && endpoint != "" {
+		if err := checkEndpoint(loc, "the configured endpoint (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 or shared config)", endpoint); err != nil {
+			return nil, err
+		}
+	}
+	if region == "" {
+		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument,
+			"no AWS region: set AWS_REGION, a region in the shared config, or ?region= in the store URI")
+	}
+	d.endpoint = endpoint
+
+	caps := core.Capabilities{
+		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
+		OrderedList:    true,
+		ListAfterWrite: true,
+		// ETags are content hashes: the same bytes give the same token.
+		UniqueVersions: false,
+		Notes: []string{
+			fmt.Sprintf("bucket %s, prefix %q, region %s, %s, %s addressing", d.bucket, prefix, region, endpointNote(endpoint), styleName(pathStyle)),
+			"version token: the object's ETag without quotes; ETags are content hashes (MD5 for single-part uploads), so rewriting the same bytes keeps the token (unique_versions false)",
+			"objects are written with one PutObject each: at most 5 GiB per object; no multipart uploads",
+			"no gates: S3 has no lock primitive the adapter could offer for multi-object writes",
+			"list order and list-after-write rely on the endpoint listing in UTF-8 byte order with strong consistency, as AWS S3 does since December 2020",
+		},
+	}
+	pr, err := d.probe(ctx, o)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	native := func(reason string) core.Capability {
+		return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
+	}
+	none := func(reason string) core.Capability { return core.Capability{Level: core.LevelNone, Reason: reason} }
+	switch {
+	case o.ConditionalWrite == ModeOff:
+		caps.CreateIfAbsent = none("conditional-write=off in the store URI")
+		caps.ReplaceIfVersion = none("conditional-write=off in the store URI")
+	default:
+		caps.CreateIfAbsent = native("PutObject with If-None-Match: *; the endpoint refuses it with 412 if the key exists")
+		caps.ReplaceIfVersion = native("PutObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
+		if pr.createWhy != "" {
+			caps.CreateIfAbsent = none(pr.createWhy)
+		}
+		if pr.replaceWhy != "" {
+			caps.ReplaceIfVersion = none(pr.replaceWhy)
+		}
+	}
+	switch {
+	case o.ConditionalDelete == ModeOff:
+		caps.DeleteIfVersion = none("conditional-delete=off in the store URI")
+	case pr.deleteWhy != "":
+		caps.DeleteIfVersion = none(pr.deleteWhy)
+	default:
+		caps.DeleteIfVersion = native("DeleteObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
+		d.deleteHeadFirst = !pr.missingAnswered
+		if d.deleteHeadFirst {
+			caps.Notes = append(caps.Notes, "delete-if-version reads the key (HeadObject) before the conditional DeleteObject, because this endpoint is not known to answer a conditional delete of a missing key with 404: a key deleted by someone else between the two is reported deleted rather than not found")
+		}
+	}
+	if o.ConditionalWrite == ModeOn {
+		caps.Notes = append(caps.Notes, "conditional-write=on: create-if-absent and replace-if-version declared native without probing the endpoint")
+	}
+	if o.ConditionalDelete == ModeOn {
+		caps.Notes = append(caps.Notes, "conditional-delete=on: delete-if-version declared native without probing the endpoint")
+	}
+	caps.Notes = append(caps.Notes, pr.notes...)
+	d.caps = caps
+	return d, nil
+}
+
+func endpointNote(ep string) string {
+	if ep == "" {
+		return "AWS endpoint"
+	}
+	return "endpoint " + ep
+}
+
+func styleName(path bool) string {
+	if path {
+		return "path-style"
+	}
+	return "virtual-hosted-style"
+}
+
+// Capabilities declares what this instance provides; it never changes.
+func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Capabilities{}, ctxError("capabilities", "", err)
+	}
+	c := d.caps
+	c.Notes = append([]string(nil), c.Notes...)
+	return c, nil
+}
+
+// Bucket is the store's bucket.
+func (d *Driver) Bucket() string { return d.bucket }
+
+// Client is the SDK client the driver uses, for tests and tools.
+func (d *Driver) Client() *awss3.Client { return d.client }
+
+// Close drops idle connections. Readers returned by Get stay valid until
+// closed.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		if d.transport != nil {
+			d.transport.CloseIdleConnections()
+		}
+	})
+	return nil
+}
+
+// AcquireGate refuses: the adapter declares no gates.
+func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported,
+		"the s3 adapter declares no gates: S3 has no lock primitive to build one on")
+}
+
+// ReleaseGate refuses: the adapter declares no gates.
+func (d *Driver) ReleaseGate(ctx context.Context, l core.GateLease) error {
+	return core.Errorf("release-gate", l.Name, core.ErrUnsupported,
+		"the s3 adapter declares no gates: S3 has no lock primitive to build one on")
+}
+
+// checkKey runs the contract's key rules and the adapter's reserved name.
+func checkKey(op, key string) error {
+	if err := core.ValidateKey(op, key); err != nil {
+		return err
+	}
+	if reserved(key) {
+		return core.Errorf(op, key, core.ErrInvalidArgument,
+			"invalid key: the top-level segment %q is reserved for the s3 adapter's probe", probeDir)
+	}
+	return nil
+}
+
+func reserved(key string) bool {
+	return key == probeDir || strings.HasPrefix(key, probeDir+"/")
+}
+
+// full is the S3 object key of a store key.
+func (d *Driver) full(key string) string { return d.prefix + key }
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func ctxError(op, key string, err error) *core.Error {
+	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+}

@@ -59,9 +59,10 @@ func ToolsDir() (string, error) {
 
 var installMu sync.Mutex
 
-// ensure runs install unless ok says the tool is there, holding a file lock
+// Ensure runs install unless ok says the tool is there, holding a file lock
 // so that test binaries of several packages running at once install once.
-func ensure(t testing.TB, name string, ok func(tools string) bool, install func(tools string) error) string {
+// It returns the tools directory.
+func Ensure(t testing.TB, name string, ok func(tools string) bool, install func(tools string) error) string {
 	t.Helper()
 	tools, err := ToolsDir()
 	if err != nil {
@@ -93,7 +94,9 @@ func ensure(t testing.TB, name string, ok func(tools string) bool, install func(
 	return tools
 }
 
-func run(dir string, env []string, name string, args ...string) error {
+// Run runs a command in dir with extra environment, returning its output's
+// tail in the error.
+func Run(dir string, env []string, name string, args ...string) error {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -192,11 +195,11 @@ func (s *S3) Env() map[string]string {
 // directory (which must support xattrs; ext4 does).
 func Versitygw(t testing.TB) *S3 {
 	t.Helper()
-	tools := ensure(t, "versitygw-"+VersitygwVersion,
+	tools := Ensure(t, "versitygw-"+VersitygwVersion,
 		func(tools string) bool { return exists(filepath.Join(tools, "bin", "versitygw-"+VersitygwVersion)) },
 		func(tools string) error {
 			bin := filepath.Join(tools, "bin")
-			if err := run(tools, []string{"GOBIN=" + bin}, "go", "install", "github.com/versity/versitygw/cmd/versitygw@"+VersitygwVersion); err != nil {
+			if err := Run(tools, []string{"GOBIN=" + bin}, "go", "install", "github.com/versity/versitygw/cmd/versitygw@"+VersitygwVersion); err != nil {
 				return err
 			}
 			return os.Rename(filepath.Join(bin, "versitygw"), filepath.Join(bin, "versitygw-"+VersitygwVersion))
@@ -234,14 +237,14 @@ func Azurite(t testing.TB) *Azure {
 	entry := func(tools string) string {
 		return filepath.Join(tools, dir, "node_modules", "azurite", "dist", "src", "blob", "main.js")
 	}
-	tools := ensure(t, dir,
+	tools := Ensure(t, dir,
 		func(tools string) bool { return exists(entry(tools)) },
 		func(tools string) error {
 			d := filepath.Join(tools, dir)
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return err
 			}
-			return run(d, nil, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "azurite@"+AzuriteVersion)
+			return Run(d, nil, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "azurite@"+AzuriteVersion)
 		})
 	port := FreePort(t)
 	cmd := exec.Command("node", entry(tools), "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/retain-dev/retain/adapters/azure"
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/adapters/s3"
 	"github.com/retain-dev/retain/core"
@@ -24,11 +25,11 @@ import (
 const PluginCommand = pluginproto.BundledSubcommand
 
 // Adapters are the adapters that ship in the binary.
-var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter}
+var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, azure.Adapter}
 
 // Reserved maps URI schemes whose adapters are planned but not shipped yet
 // to the adapter's name.
-var Reserved = map[string]string{"gs": "gcs", "az": "azure"}
+var Reserved = map[string]string{"gs": "gcs"}
 
 // ForScheme returns the bundled adapter serving a URI scheme.
 func ForScheme(scheme string) (core.Adapter, error) {

@@ -93,7 +93,7 @@ func TestAdaptersList(t *testing.T) {
 			t.Fatalf("localfs declares no metadata gate: %+v", c.Gates)
 		}
 	}
-	for _, n := range []string{"gcs", "azure"} {
+	for _, n := range []string{"gcs"} {
 		if seen[n] != "not available yet" {
 			t.Errorf("%s: status %q", n, seen[n])
 		}
@@ -104,7 +104,7 @@ func TestAdaptersList(t *testing.T) {
 }
 
 func TestReservedSchemes(t *testing.T) {
-	for _, uri := range []string{"gs://bucket", "az://container/x"} {
+	for _, uri := range []string{"gs://bucket"} {
 		_, errs, code := retain(t, "claim", "status", uri)
 		if code != 1 || !strings.Contains(errs, "not available yet") {
 			t.Errorf("%s: exit %d: %s", uri, code, errs)

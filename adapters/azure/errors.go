@@ -1,0 +1,193 @@
+package azure
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// ServiceError is the cause recorded for an error response of the service:
+// status, error code and request id, without the request URL or the raw
+// body the SDK's own error prints.
+type ServiceError struct {
+	Status    int
+	Code      string // x-ms-error-code, e.g. "BlobAlreadyExists"
+	RequestID string
+	Message   string // first line of the service's message, may be empty
+}
+
+func (e *ServiceError) Error() string {
+	s := fmt.Sprintf("azure: HTTP %d", e.Status)
+	if e.Code != "" {
+		s += " " + e.Code
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.RequestID != "" {
+		s += " (request id " + e.RequestID + ")"
+	}
+	return s
+}
+
+// serviceError extracts the response error from err, if there is one.
+func serviceError(err error) (*ServiceError, bool) {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return nil, false
+	}
+	se := &ServiceError{Status: re.StatusCode, Code: re.ErrorCode}
+	if re.RawResponse != nil {
+		se.RequestID = re.RawResponse.Header.Get("x-ms-request-id")
+		// The signature mismatch message quotes the string to sign: keep
+		// authentication messages to their code.
+		if re.StatusCode != http.StatusForbidden {
+			se.Message = responseMessage(re.RawResponse)
+		}
+	}
+	return se, true
+}
+
+// responseMessage is the first line of the <Message> of an error body.
+func responseMessage(resp *http.Response) string {
+	body, err := runtime.Payload(resp)
+	if err != nil || len(body) == 0 {
+		return ""
+	}
+	var doc struct {
+		Message string `xml:"Message"`
+	}
+	if xml.Unmarshal(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), &doc) != nil {
+		return ""
+	}
+	msg, _, _ := strings.Cut(strings.TrimSpace(doc.Message), "\n")
+	msg = strings.TrimSpace(msg)
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return msg
+}
+
+// cause is what to record as the cause of err: the compact service error
+// when it is a response, else err itself.
+func cause(err error) error {
+	if se, ok := serviceError(err); ok {
+		return se
+	}
+	return err
+}
+
+// hasCode reports whether err is a service response with one of codes.
+func hasCode(err error, codes ...bloberror.Code) bool {
+	return bloberror.HasCode(err, codes...)
+}
+
+// isLeaseErr: the blob is leased by another client (a 412 that is not
+// about the version).
+func isLeaseErr(err error) bool {
+	return hasCode(err, bloberror.LeaseIDMissing, bloberror.LeaseIDMismatchWithBlobOperation, bloberror.LeaseLost)
+}
+
+func statusOf(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
+}
+
+// mapErr turns an SDK or transport error into an *core.Error for op on key
+// (the caller's key, not the blob name), classified from typed errors:
+// service error codes and HTTP status, identity errors, net errors.
+func (d *Driver) mapErr(op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return ctxError(op, key, err)
+	}
+	if se, ok := serviceError(err); ok {
+		kind, msg := d.classify(err, se)
+		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: se}
+	}
+	var cred *credError
+	var authFailed *azidentity.AuthenticationFailedError
+	var authRequired *azidentity.AuthenticationRequiredError
+	if errors.As(err, &cred) || errors.As(err, &authFailed) || errors.As(err, &authRequired) {
+		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
+			Msg: "no usable Azure credentials (DefaultAzureCredential)", Err: err}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Its text would quote the request URL, SAS query included.
+		err = fmt.Errorf("%s %s: %w", ue.Op, redactURL(ue.URL), ue.Err)
+	}
+	var ne net.Error
+	if ue != nil || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "connection to the endpoint failed", Err: err}
+	}
+	return core.Wrap(op, key, core.ErrUnknown, err)
+}
+
+// classify maps a service error response to a kind and a message.
+func (d *Driver) classify(err error, se *ServiceError) (core.Kind, string) {
+	switch {
+	case hasCode(err, bloberror.ContainerNotFound):
+		return core.ErrNotFound, fmt.Sprintf("container %q does not exist: create it first", d.bucket)
+	case hasCode(err, bloberror.BlobNotFound):
+		return core.ErrNotFound, ""
+	case hasCode(err, bloberror.BlobAlreadyExists):
+		return core.ErrAlreadyExists, ""
+	case hasCode(err, bloberror.ConditionNotMet):
+		return core.ErrPreconditionFailed, "the blob's ETag is not the expected version"
+	case isLeaseErr(err):
+		return core.ErrPermissionDenied, "the blob is leased by another client; retain does not take blob leases"
+	case hasCode(err, bloberror.AuthenticationFailed):
+		return core.ErrPermissionDenied, "the service refused the credentials (wrong account key, expired SAS or token)"
+	case hasCode(err, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions,
+		bloberror.AuthorizationSourceIPMismatch, bloberror.AuthorizationProtocolMismatch, bloberror.AuthorizationResourceTypeMismatch,
+		bloberror.AuthorizationServiceMismatch, bloberror.NoAuthenticationInformation):
+		return core.ErrPermissionDenied, "the credentials may not do this operation on the container"
+	case hasCode(err, bloberror.RequestBodyTooLarge):
+		return core.ErrLimitExceeded, fmt.Sprintf("the endpoint refused the body as too large (this adapter allows %d bytes)", int64(MaxObjectSize))
+	case hasCode(err, bloberror.ServerBusy, bloberror.OperationTimedOut, bloberror.InternalError):
+		return core.ErrTransient, ""
+	}
+	switch s := se.Status; {
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return core.ErrPermissionDenied, ""
+	case s == http.StatusNotFound:
+		return core.ErrNotFound, ""
+	case s == http.StatusRequestEntityTooLarge:
+		return core.ErrLimitExceeded, ""
+	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
+		return core.ErrTransient, ""
+	case s == http.StatusBadRequest:
+		return core.ErrInvalidArgument, "the endpoint refused the request as malformed"
+	}
+	return core.ErrUnknown, ""
+}
+
+// ctxError reports a done context: transient, wrapping ctx.Err() so that
+// errors.Is(err, context.DeadlineExceeded) still holds.
+func ctxError(op, key string, err error) *core.Error {
+	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+}

@@ -1,0 +1,99 @@
+package azure
+
+import (
+	"context"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// List returns one page of keys under opts.Prefix after opts.StartAfter.
+//
+// Azure lists in name order from a prefix and an opaque continuation
+// marker; it has no start-after. A page that continues one this driver
+// returned (StartAfter = its last key) resumes from the marker cached for
+// that key; any other StartAfter lists from the start of the prefix and
+// skips keys up to it: correct, slower. Keys at or before StartAfter are
+// dropped on every path, so a marker from a stale cache entry cannot
+// return them again.
+func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+	const op = "list"
+	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
+		return core.ListPage{}, err
+	}
+	if opts.PageSize < 0 {
+		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+	}
+	if err := d.enter(ctx, op, opts.Prefix); err != nil {
+		return core.ListPage{}, err
+	}
+	size := opts.PageSize
+	if size == 0 || size > maxListPage {
+		size = maxListPage
+	}
+	prefix := d.prefix + opts.Prefix
+	after := ""
+	if opts.StartAfter != "" {
+		if opts.StartAfter > opts.Prefix && !strings.HasPrefix(opts.StartAfter, opts.Prefix) {
+			// Every key under the prefix sorts before StartAfter.
+			return core.ListPage{}, nil
+		}
+		after = d.prefix + opts.StartAfter
+	}
+	var marker *string
+	if after != "" {
+		if m, ok := d.markers.get(markerKey{prefix, after}); ok {
+			marker = to.Ptr(m)
+		}
+	}
+	var page core.ListPage
+	for {
+		lo := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(int32(size - len(page.Objects))), Marker: marker}
+		if prefix != "" {
+			lo.Prefix = to.Ptr(prefix)
+		}
+		resp, err := d.cc.NewListBlobsFlatPager(lo).NextPage(ctx)
+		if err != nil {
+			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+		}
+		var last string
+		for _, it := range resp.Segment.BlobItems {
+			if it == nil || it.Name == nil {
+				continue
+			}
+			name := *it.Name
+			last = name
+			if after != "" && name <= after {
+				continue
+			}
+			if !strings.HasPrefix(name, prefix) {
+				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
+			}
+			info := core.Info{Key: strings.TrimPrefix(name, d.prefix)}
+			if p := it.Properties; p != nil {
+				info.Size, info.Version, info.ModTime = sizeOf(p.ContentLength), version(p.ETag), timeOf(p.LastModified)
+			}
+			page.Objects = append(page.Objects, info)
+		}
+		next := ""
+		if resp.NextMarker != nil {
+			next = *resp.NextMarker
+		}
+		if next == "" {
+			return page, nil
+		}
+		if len(page.Objects) >= size {
+			page.More = true
+			// The page ends with the last blob of this response, so the
+			// marker continues exactly after its last key.
+			if last != "" {
+				d.markers.put(markerKey{prefix, last}, next)
+			}
+			return page, nil
+		}
+		marker = to.Ptr(next)
+	}
+}

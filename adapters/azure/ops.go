@@ -1,0 +1,330 @@
+package azure
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// version turns an ETag into the version token: without quotes, because
+// headers quote ETags and listings do not.
+func version(e *azcore.ETag) string {
+	if e == nil {
+		return ""
+	}
+	return strings.Trim(string(*e), `"`)
+}
+
+// validVersion says whether v can be an ETag at all: visible ASCII without
+// inner quotes. Anything else cannot match and must not reach a header.
+func validVersion(v string) bool {
+	v = strings.Trim(v, `"`)
+	if v == "" {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e || c == '"' {
+			return false
+		}
+	}
+	return true
+}
+
+// etag turns a version token back into an ETag for If-Match.
+func etag(v string) *azcore.ETag {
+	e := azcore.ETag(`"` + strings.Trim(v, `"`) + `"`)
+	return &e
+}
+
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+func sizeOf(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
+
+// Get opens the blob. Info comes from the same response as the body; a
+// broken connection is resumed at the offset reached with If-Match of that
+// ETag, so the bytes are all of one write or the read fails.
+func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+	const op = "get"
+	name, err := d.blobName(op, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.enter(ctx, op, key); err != nil {
+		return nil, err
+	}
+	resp, err := d.cc.NewBlobClient(name).DownloadStream(ctx, nil)
+	if err != nil {
+		return nil, d.mapErr(op, key, err)
+	}
+	info := core.Info{Key: key, Size: sizeOf(resp.ContentLength), Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}
+	if resp.ContentLength == nil || info.Version == "" {
+		resp.Body.Close()
+		return nil, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered a download without Content-Length or ETag")
+	}
+	body := resp.NewRetryReader(ctx, &blob.RetryReaderOptions{MaxRetries: 3})
+	return &core.Reader{Info: info, ReadCloser: &reader{rc: body, d: d, key: key}}, nil
+}
+
+// reader maps body read errors to kinds.
+type reader struct {
+	rc  io.ReadCloser
+	d   *Driver
+	key string
+}
+
+func (r *reader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil && err != io.EOF {
+		if hasCode(err, bloberror.ConditionNotMet) {
+			// The resumed request found another write: fail, never mix.
+			return n, core.Errorf("get", r.key, core.ErrTransient, "the blob was replaced while it was being read; read it again")
+		}
+		return n, r.d.mapErr("get", r.key, err)
+	}
+	return n, err
+}
+
+func (r *reader) Close() error { return r.rc.Close() }
+
+// Stat returns the blob's properties.
+func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+	const op = "stat"
+	name, err := d.blobName(op, key)
+	if err != nil {
+		return core.Info{}, err
+	}
+	if err := d.enter(ctx, op, key); err != nil {
+		return core.Info{}, err
+	}
+	p, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
+	if err != nil {
+		return core.Info{}, d.mapErr(op, key, err)
+	}
+	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
+}
+
+// Put writes body with one Put Blob request, conditioned per opts.Mode.
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	const op = "put"
+	name, err := d.blobName(op, key)
+	if err != nil {
+		return core.Info{}, err
+	}
+	var cond *blob.ModifiedAccessConditions
+	switch opts.Mode {
+	case core.PutOverwrite:
+		if opts.IfVersion != "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+		}
+	case core.PutCreateIfAbsent:
+		if opts.IfVersion != "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+		}
+		cond = &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
+	case core.PutReplaceIfVersion:
+		if opts.IfVersion == "" {
+			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+		}
+		cond = &blob.ModifiedAccessConditions{IfMatch: etag(opts.IfVersion)}
+	default:
+		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+	}
+	if err := d.enter(ctx, op, key); err != nil {
+		return core.Info{}, err
+	}
+	if opts.Mode == core.PutReplaceIfVersion && !validVersion(opts.IfVersion) {
+		// No blob has this version: only whether the key exists is left.
+		return core.Info{}, d.noSuchVersion(ctx, op, key, name, "nothing was written")
+	}
+	rs, size, err := spool(op, key, body)
+	if err != nil {
+		return core.Info{}, err
+	}
+	defer rs.release()
+
+	wid := randHex()
+	uo := &blockblob.UploadOptions{Metadata: map[string]*string{writeIDMeta: to.Ptr(wid)}}
+	if cond != nil {
+		uo.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: cond}
+	}
+	bc := d.cc.NewBlockBlobClient(name)
+	actx, tr := withTries(ctx)
+	resp, err := bc.Upload(actx, rs, uo)
+	if err == nil {
+		return core.Info{Key: key, Size: size, Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}, nil
+	}
+	maybe := tr.maybeApplied.Load()
+	status := statusOf(err)
+	switch {
+	case opts.Mode == core.PutCreateIfAbsent && (hasCode(err, bloberror.BlobAlreadyExists) || status == 409 || status == 412):
+		if maybe {
+			if info, ours := d.ours(ctx, key, name, wid); ours {
+				return info, nil
+			}
+		}
+		// Also when an earlier try may have written and been replaced
+		// since: the blob is not ours now, the caller lost the key.
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Msg: "the blob exists", Err: cause(err)}
+	case opts.Mode == core.PutReplaceIfVersion && !isLeaseErr(err) && (status == 412 || hasCode(err, bloberror.BlobNotFound)):
+		// Azurite answers 412 for If-Match on a missing blob, and a retry
+		// may meet its own earlier write: one look settles both.
+		p, perr := bc.GetProperties(ctx, nil)
+		switch {
+		case perr == nil && maybe && writeIDOf(p.Metadata) == wid:
+			return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
+		case perr == nil && maybe:
+			// An earlier try may have replaced the blob, and another
+			// writer replaced it again before the retry: whether this
+			// write happened cannot be known.
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+				Msg: "outcome unknown: a try whose answer was lost may have written before another writer replaced the blob; re-read it", Err: cause(err)}
+		case perr == nil:
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+				Msg: "the blob's ETag is not the expected version; nothing was written", Err: cause(err)}
+		case hasCode(perr, bloberror.BlobNotFound):
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
+				Msg: "replace-if-version of a missing blob; nothing was written", Err: cause(err)}
+		default:
+			return core.Info{}, d.mapErr(op, key, perr)
+		}
+	}
+	return core.Info{}, d.mapErr(op, key, err)
+}
+
+// noSuchVersion answers a conditional write whose version no blob can
+// have: precondition failed if the key exists, not found if it does not.
+func (d *Driver) noSuchVersion(ctx context.Context, op, key, name, what string) error {
+	_, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
+	switch {
+	case err == nil:
+		return core.Errorf(op, key, core.ErrPreconditionFailed, "the version is not an ETag this blob can have; %s", what)
+	case hasCode(err, bloberror.BlobNotFound):
+		return core.Errorf(op, key, core.ErrNotFound, "no such blob; %s", what)
+	}
+	return d.mapErr(op, key, err)
+}
+
+// ours reports whether the blob now holds the write stamped wid, and its info.
+func (d *Driver) ours(ctx context.Context, key, name, wid string) (core.Info, bool) {
+	p, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
+	if err != nil || writeIDOf(p.Metadata) != wid {
+		return core.Info{}, false
+	}
+	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, true
+}
+
+// writeIDOf finds the write id; metadata names come back case-folded.
+func writeIDOf(md map[string]*string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, writeIDMeta) && v != nil {
+			return *v
+		}
+	}
+	return ""
+}
+
+// Delete removes the blob (with its snapshots). With IfVersion it is a
+// Delete Blob with If-Match.
+func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	const op = "delete"
+	name, err := d.blobName(op, key)
+	if err != nil {
+		return err
+	}
+	if opts.IfVersion != "" && !d.condDelete {
+		return core.Errorf(op, key, core.ErrUnsupported, "delete-if-version is declared none: %s", d.caps.DeleteIfVersion.Reason)
+	}
+	if err := d.enter(ctx, op, key); err != nil {
+		return err
+	}
+	if opts.IfVersion != "" && !validVersion(opts.IfVersion) {
+		return d.noSuchVersion(ctx, op, key, name, "nothing was deleted")
+	}
+	bc := d.cc.NewBlobClient(name)
+	do := &blob.DeleteOptions{DeleteSnapshots: to.Ptr(blob.DeleteSnapshotsOptionTypeInclude)}
+	if opts.IfVersion == "" {
+		_, err := bc.Delete(ctx, do)
+		if err == nil || hasCode(err, bloberror.BlobNotFound) {
+			return nil
+		}
+		return d.mapErr(op, key, err)
+	}
+	do.AccessConditions = &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: etag(opts.IfVersion)}}
+	actx, tr := withTries(ctx)
+	_, err = bc.Delete(actx, do)
+	if err == nil {
+		return nil
+	}
+	maybe := tr.maybeApplied.Load()
+	missing := func(c error) error {
+		if maybe {
+			// An earlier try may have deleted it and lost the answer:
+			// either way no blob of that version is left.
+			return nil
+		}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing blob", Err: cause(c)}
+	}
+	switch {
+	case hasCode(err, bloberror.BlobNotFound):
+		return missing(err)
+	case statusOf(err) == 412 && !isLeaseErr(err):
+		// Azurite answers 412 for If-Match on a missing blob.
+		_, perr := bc.GetProperties(ctx, nil)
+		switch {
+		case perr == nil:
+			return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+				Msg: "the blob's ETag is not the expected version; nothing was deleted", Err: cause(err)}
+		case hasCode(perr, bloberror.BlobNotFound):
+			return missing(err)
+		default:
+			return d.mapErr(op, key, perr)
+		}
+	}
+	return d.mapErr(op, key, err)
+}
+
+// DeleteMany deletes unconditionally, maxDeleteWorkers at a time, one
+// result per key in order.
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	const op = "delete-many"
+	if len(keys) > maxDeleteBatch {
+		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys in one call; the azure adapter takes at most %d", len(keys), maxDeleteBatch)
+	}
+	if err := d.enter(ctx, op, ""); err != nil {
+		return nil, err
+	}
+	out := make([]core.DeleteResult, len(keys))
+	sem := make(chan struct{}, maxDeleteWorkers)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		out[i].Key = k
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i].Err = d.Delete(ctx, k, core.DeleteOptions{})
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}

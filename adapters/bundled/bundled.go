@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/retain-dev/retain/adapters/azure"
+	"github.com/retain-dev/retain/adapters/gcs"
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/adapters/s3"
 	"github.com/retain-dev/retain/core"
@@ -25,11 +26,12 @@ import (
 const PluginCommand = pluginproto.BundledSubcommand
 
 // Adapters are the adapters that ship in the binary.
-var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, azure.Adapter}
+var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, gcs.Adapter, azure.Adapter}
 
 // Reserved maps URI schemes whose adapters are planned but not shipped yet
-// to the adapter's name.
-var Reserved = map[string]string{"gs": "gcs"}
+// to the adapter's name. Empty now; kept so a planned scheme answers "not
+// available yet" rather than "unknown".
+var Reserved = map[string]string{}
 
 // ForScheme returns the bundled adapter serving a URI scheme.
 func ForScheme(scheme string) (core.Adapter, error) {

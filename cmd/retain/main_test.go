@@ -93,8 +93,8 @@ func TestAdaptersList(t *testing.T) {
 			t.Fatalf("localfs declares no metadata gate: %+v", c.Gates)
 		}
 	}
-	for _, n := range []string{"gcs"} {
-		if seen[n] != "not available yet" {
+	for _, n := range []string{"s3", "gcs", "azure"} {
+		if seen[n] != "available" {
 			t.Errorf("%s: status %q", n, seen[n])
 		}
 	}
@@ -103,13 +103,7 @@ func TestAdaptersList(t *testing.T) {
 	}
 }
 
-func TestReservedSchemes(t *testing.T) {
-	for _, uri := range []string{"gs://bucket"} {
-		_, errs, code := retain(t, "claim", "status", uri)
-		if code != 1 || !strings.Contains(errs, "not available yet") {
-			t.Errorf("%s: exit %d: %s", uri, code, errs)
-		}
-	}
+func TestUnknownScheme(t *testing.T) {
 	_, errs, code := retain(t, "claim", "status", "ftp://x")
 	if code != 2 || !strings.Contains(errs, "no adapter serves") {
 		t.Errorf("ftp: exit %d: %s", code, errs)

@@ -1,0 +1,115 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/googleapi"
+
+	"github.com/retain-dev/retain/core"
+)
+
+// mapErr classifies an error of the storage client from its typed form:
+// the client's sentinels, the HTTP status of a *googleapi.Error, the status
+// of a token endpoint's *auth.Error, network errors. Never message text.
+func mapErr(op, key string, err error) *core.Error {
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	kind, msg := classify(err)
+	return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: err}
+}
+
+func classify(err error) (core.Kind, string) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return core.ErrTransient, "context done"
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return core.ErrNotFound, "the bucket does not exist"
+	}
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return core.ErrNotFound, ""
+	}
+	// The token endpoint's refusal comes wrapped in the request's error:
+	// look for it before the HTTP status of the storage call.
+	var ae *auth.Error
+	if errors.As(err, &ae) {
+		if ae.Response == nil {
+			return core.ErrPermissionDenied, "the credentials could not produce an access token"
+		}
+		switch c := ae.Response.StatusCode; {
+		case c == 408 || c == 429 || c >= 500:
+			return core.ErrTransient, "the token endpoint is unavailable"
+		default:
+			return core.ErrPermissionDenied, fmt.Sprintf("the token endpoint refused the credentials (HTTP %d)", c)
+		}
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return kindOfStatus(ge.Code)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
+		return core.ErrTransient, "the connection failed"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return core.ErrTransient, "network error"
+	}
+	return core.ErrUnknown, ""
+}
+
+// kindOfStatus maps a GCS JSON API status code.
+func kindOfStatus(code int) (core.Kind, string) {
+	switch {
+	case code == 400:
+		return core.ErrInvalidArgument, "GCS refused the request as invalid"
+	case code == 401 || code == 403:
+		return core.ErrPermissionDenied, "GCS refused access: check the credentials' IAM roles on the bucket (storage.objects.*)"
+	case code == 404:
+		return core.ErrNotFound, ""
+	case code == 412:
+		return core.ErrPreconditionFailed, ""
+	case code == 413:
+		return core.ErrLimitExceeded, "GCS refused the request as too large"
+	case code == 408 || code == 429:
+		return core.ErrTransient, "GCS asked to slow down or timed out"
+	case code >= 500 && code < 600:
+		return core.ErrTransient, "GCS server error"
+	}
+	return core.ErrUnknown, ""
+}
+
+// httpCode is the HTTP status of a storage error, 0 if it has none.
+func httpCode(err error) int {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		return ge.Code
+	}
+	return 0
+}
+
+// mapErrBucket maps an error of a bucket-level call (list), where the
+// client reports a 404 as ErrBucketNotExist, naming the bucket.
+func (d *Driver) mapErrBucket(op, key string, err error) *core.Error {
+	if errors.Is(err, storage.ErrBucketNotExist) || httpCode(err) == 404 {
+		return d.bucketGone(op, key, err)
+	}
+	return mapErr(op, key, err)
+}
+
+func (d *Driver) bucketGone(op, key string, err error) *core.Error {
+	return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
+		Msg: fmt.Sprintf("bucket %q does not exist (or is not visible to these credentials)", d.bucketName), Err: err}
+}
+
+func ctxErr(op, key string, err error) *core.Error {
+	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+}

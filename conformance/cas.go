@@ -29,10 +29,11 @@ func caseCompareAndSwap(t T, e *Env) {
 	start := mustPut(t, s, "cas/counter", []byte("0"), core.PutOptions{})
 	resps, err := p.all(e.Ctx, request{Op: "incr", Prefix: e.Prefix, Key: "cas/counter", N: per, At: time.Now().Add(5 * time.Millisecond).UnixNano()})
 	var hist []histOp
-	retries := 0
+	retries, transient := 0, 0
 	for _, r := range resps {
 		hist = append(hist, r.History...)
 		retries += r.Retries
+		transient += r.TransientReads
 		for _, h := range r.History {
 			if h.Kind == "cas" {
 				e.Latency.Add(time.Duration(h.Ret - h.Call))
@@ -54,5 +55,5 @@ func caseCompareAndSwap(t T, e *Env) {
 	if got, _ := strconv.Atoi(string(body)); got != want {
 		t.Fatalf("lost updates: %d processes x %d increments ended at %s, want %d", len(p.workers), per, body, want)
 	}
-	t.Logf("%d increments, %d precondition-failed retries", want, retries)
+	t.Logf("%d increments, %d precondition-failed retries, %d reads answered transient and read again", want, retries, transient)
 }

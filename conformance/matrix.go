@@ -64,9 +64,16 @@ func (r *Report) column(prefix string) Result {
 }
 
 // Matrix renders reports as a Markdown support matrix: one row per
-// adapter and backend, the capabilities each declared there, and the result
+// adapter and backend (in-process runs are left out), the capabilities each declared there, and the result
 // of each main case.
-func Matrix(reports []*Report) string {
+func Matrix(all []*Report) string {
+	// The matrix shows what ships: adapters through the plugin boundary.
+	var reports []*Report
+	for _, r := range all {
+		if r.Protocol != "in-process" {
+			reports = append(reports, r)
+		}
+	}
 	sort.SliceStable(reports, func(i, j int) bool {
 		if reports[i].Adapter != reports[j].Adapter {
 			return reports[i].Adapter < reports[j].Adapter

@@ -93,6 +93,8 @@ type response struct {
 	Body    string   `json:"body,omitempty"`
 	History []histOp `json:"history,omitempty"`
 	Retries int      `json:"retries,omitempty"`
+	// TransientReads: reads answered transient and read again.
+	TransientReads int `json:"transient_reads,omitempty"`
 }
 
 func kindName(err error) string {
@@ -233,11 +235,18 @@ func (w *workerState) do(ctx context.Context, req request) response {
 // replace-if-version, retrying on precondition failed, recording history.
 func (w *workerState) incr(ctx context.Context, s *core.Store, req request) response {
 	var hist []histOp
-	retries := 0
+	retries, transientReads := 0, 0
 	for done := 0; done < req.N; {
 		rd := histOp{Client: w.id, Kind: "read", Key: req.Key, Call: now()}
 		b, info, err := s.ReadAll(ctx, req.Key)
 		rd.Ret = now()
+		if errors.Is(err, core.ErrTransient) && transientReads < 20 {
+			// A read changes nothing, so reading again is safe; the
+			// count is reported (an adapter that refuses a torn read
+			// answers transient).
+			transientReads++
+			continue
+		}
 		if err != nil {
 			return response{ErrKind: kindName(err), Err: err.Error(), History: hist}
 		}
@@ -262,7 +271,7 @@ func (w *workerState) incr(ctx context.Context, s *core.Store, req request) resp
 			return response{ErrKind: kindName(err), Err: err.Error(), History: hist}
 		}
 	}
-	return response{OK: true, History: hist, Retries: retries}
+	return response{OK: true, History: hist, Retries: retries, TransientReads: transientReads}
 }
 
 // gateIncr adds 1 to the counter at Key N times with plain reads and

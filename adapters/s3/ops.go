@@ -2,8 +2,11 @@ package s3
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -77,20 +80,49 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 		return nil, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered GetObject without Content-Length or ETag")
 	}
 	info := core.Info{Key: key, Size: *out.ContentLength, Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}
-	return &core.Reader{Info: info, ReadCloser: &bodyReader{rc: out.Body, d: d, key: key}}, nil
+	br := &bodyReader{rc: out.Body, d: d, key: key}
+	if d.verifyMD5 && isMD5(info.Version) {
+		br.sum, br.want = md5.New(), info.Version
+	}
+	return &core.Reader{Info: info, ReadCloser: br}, nil
 }
 
-// bodyReader maps a broken body stream to a transient error.
+// isMD5 says whether an ETag can be a plain MD5: multipart ETags end in
+// "-N" and are not the MD5 of the body.
+func isMD5(etag string) bool {
+	if len(etag) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(etag)
+	return err == nil
+}
+
+// bodyReader maps a broken body stream to a transient error and, where the
+// endpoint's ETags are MD5s, refuses a body that is not the one its ETag
+// names: a torn read would otherwise pair one version's bytes with another
+// version's token, and a compare-and-swap built on that pair can lose an
+// update.
 type bodyReader struct {
-	rc  io.ReadCloser
-	d   *Driver
-	key string
+	rc   io.ReadCloser
+	d    *Driver
+	key  string
+	sum  hash.Hash // nil: no check
+	want string
 }
 
 func (r *bodyReader) Read(p []byte) (int, error) {
 	n, err := r.rc.Read(p)
+	if r.sum != nil {
+		r.sum.Write(p[:n])
+	}
 	if err != nil && err != io.EOF {
 		err = r.d.mapErr("get", r.key, err)
+	}
+	if err == io.EOF && r.sum != nil {
+		if got := hex.EncodeToString(r.sum.Sum(nil)); got != r.want {
+			return n, core.Errorf("get", r.key, core.ErrTransient,
+				"torn read: the endpoint sent a body whose MD5 is %s under ETag %s (bytes of one version, token of another); nothing was returned as whole: read it again", got, r.want)
+		}
 	}
 	return n, err
 }

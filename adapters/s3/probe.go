@@ -3,6 +3,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -20,7 +22,10 @@ type probeResult struct {
 	// missingAnswered: a conditional delete of a missing key is answered
 	// 404 or 412 (as on AWS), not success (as on versitygw 1.8.0).
 	missingAnswered bool
-	notes           []string
+	// etagIsMD5: every probe write came back with the MD5 of its body as
+	// ETag, so reads can check the body they get against the ETag.
+	etagIsMD5 bool
+	notes     []string
 }
 
 // wrongETag is an If-Match value no object has (the MD5 of nothing is
@@ -49,6 +54,7 @@ func (d *Driver) probe(ctx context.Context, o Options) (probeResult, error) {
 		d.client.DeleteObject(cctx, &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(full)})
 	}()
 
+	md5Writes, otherWrites := 0, 0
 	put := func(body string, ifNoneMatch, ifMatch *string) (string, error) {
 		out, err := d.client.PutObject(ctx, &awss3.PutObjectInput{Bucket: &d.bucket, Key: aws.String(full),
 			Body: bytes.NewReader([]byte(body)), ContentLength: aws.Int64(int64(len(body))),
@@ -56,6 +62,13 @@ func (d *Driver) probe(ctx context.Context, o Options) (probeResult, error) {
 		if err != nil {
 			return "", err
 		}
+		sum := md5.Sum([]byte(body))
+		if token(out.ETag) == hex.EncodeToString(sum[:]) {
+			md5Writes++
+		} else {
+			otherWrites++
+		}
+		pr.etagIsMD5 = md5Writes > 0 && otherWrites == 0
 		return aws.ToString(out.ETag), nil
 	}
 	writesProbed := false // the conditional-write steps are all done

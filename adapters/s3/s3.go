@@ -184,6 +184,9 @@ type Driver struct {
 	// deleteHeadFirst: the endpoint is not known to answer a conditional
 	// delete of a missing key with 404/412, so Delete reads the key first.
 	deleteHeadFirst bool
+	// verifyMD5: the endpoint's ETags are the MD5 of the body (probed at
+	// open), so Get checks every body it streams against its ETag.
+	verifyMD5 bool
 
 	closeOnce sync.Once
 	transport *http.Transport
@@ -326,6 +329,10 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	}
 	if o.ConditionalDelete == ModeOn {
 		caps.Notes = append(caps.Notes, "conditional-delete=on: delete-if-version declared native without probing the endpoint")
+	}
+	if pr.etagIsMD5 {
+		d.verifyMD5 = true
+		caps.Notes = append(caps.Notes, "the probe's writes came back with the MD5 of their bodies as ETags: every Get checks the body it streams against its ETag and fails rather than return bytes under another version's token (versitygw 1.8.0 was seen answering a GET under concurrent writes with one version's ETag and another's body)")
 	}
 	caps.Notes = append(caps.Notes, pr.notes...)
 	d.caps = caps

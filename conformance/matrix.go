@@ -6,6 +6,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/retain-dev/retain/core"
 )
 
 // LoadReport reads a JSON report written by WriteJSON.
@@ -95,7 +97,7 @@ func Matrix(all []*Report) string {
 		if c := r.Capabilities; c != nil {
 			cia, riv, div = c.CreateIfAbsent.String(), c.ReplaceIfVersion.String(), c.DeleteIfVersion.String()
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", r.Adapter, r.Backend, cia, riv, div)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", r.Adapter, r.Backend+settings(r.Store), cia, riv, div)
 		for _, c := range matrixColumns {
 			b.WriteString(" " + mark(r.column(c.cas)) + " |")
 		}
@@ -119,4 +121,24 @@ func ReplaceMatrix(doc, table string) (string, error) {
 		return "", fmt.Errorf("the document has no %q ... %q section", MatrixBegin, MatrixEnd)
 	}
 	return doc[:i+len(MatrixBegin)] + "\n" + table + doc[j:], nil
+}
+
+// settings renders a store URI's adapter settings (not its endpoint, which
+// is a port on a test machine) for the backend cell.
+func settings(store string) string {
+	loc, err := core.ParseLocation(store)
+	if err != nil || len(loc.Options) == 0 {
+		return ""
+	}
+	var kv []string
+	for k, v := range loc.Options {
+		if k != "endpoint" {
+			kv = append(kv, "`"+k+"="+v+"`")
+		}
+	}
+	if len(kv) == 0 {
+		return ""
+	}
+	sort.Strings(kv)
+	return " (" + strings.Join(kv, ", ") + ")"
 }

@@ -1,0 +1,144 @@
+// Builds a Lance dataset with real Lance from a JSON spec of steps and prints
+// what it made, so Go tests can compare retain's reading of the files with
+// Lance's own view. CommonJS so NODE_PATH resolves @lancedb/lancedb.
+//
+// Argument (JSON):
+//   {"dir": "/abs/db", "table": "t", "naming": "v2" | "v1", "steps": [...]}
+// Steps (applied in order, "on" selects the table handle: "main" by default
+// or a branch name opened by branchCreate/branchCheckout):
+//   {"op": "create", "rows": 3}            first step; ids 0..rows-1
+//   {"op": "add", "rows": 2, "on": "b"}    appends the next ids
+//   {"op": "delete", "where": "id = 1"}     makes a deletion file
+//   {"op": "update", "where": "id = 2", "values": {"v": "'x'"}}
+//   {"op": "createIndex", "column": "id"}   scalar index
+//   {"op": "tagCreate", "name": "t1", "version": 2}
+//   {"op": "branchCreate", "name": "b", "from": "main", "version": 3}
+//   {"op": "branchCheckout", "name": "b"}
+//   {"op": "optimize", "cleanupOlderThanMs": 0, "deleteUnverified": true}
+//       cleanupOlderThanMs: cut-off relative to now (0 = now)
+//   {"op": "addMany", "count": 300}        count single-row appends (benchmarks)
+//   {"op": "drop"}                          drops the table (a later create recreates it)
+// "storageOptions" (object, optional) is passed to connect, for object stores;
+// "files" is only listed for a local dir.
+// Output: {"table": path, "steps": [{"op", "version"}...],
+//   "versions": {"main": [{"version", "rows", "timestamp"}...], "<branch>": [...]},
+//   "tags": {name: {version, branch}}, "branches": {name: {...}},
+//   "files": ["relative/path", ...]}   every regular file under the table dir
+const fs = require("fs");
+const path = require("path");
+const lancedb = require("@lancedb/lancedb");
+
+function rows(start, n) {
+  const out = [];
+  for (let i = start; i < start + n; i++) out.push({ id: i, v: "row-" + i });
+  return out;
+}
+
+function walk(root) {
+  const out = [];
+  const rec = (rel) => {
+    for (const e of fs.readdirSync(path.join(root, rel), { withFileTypes: true })) {
+      const r = rel ? rel + "/" + e.name : e.name;
+      if (e.isDirectory()) rec(r);
+      else if (e.isFile()) out.push(r);
+    }
+  };
+  rec("");
+  return out.sort();
+}
+
+async function versionsOf(tbl) {
+  const out = [];
+  for (const v of await tbl.listVersions()) {
+    await tbl.checkout(v.version);
+    out.push({ version: v.version, rows: await tbl.countRows(), timestamp: v.timestamp.toISOString() });
+  }
+  await tbl.checkoutLatest();
+  return out;
+}
+
+async function main() {
+  const spec = JSON.parse(process.argv[2]);
+  const db = await lancedb.connect(spec.dir, spec.storageOptions ? { storageOptions: spec.storageOptions } : undefined);
+  const name = spec.table || "t";
+  const handles = {};
+  let next = 0;
+  const done = [];
+  const get = (s) => {
+    const h = handles[s.on || "main"];
+    if (!h) throw new Error("no table handle " + (s.on || "main") + " for step " + JSON.stringify(s));
+    return h;
+  };
+  for (const s of spec.steps) {
+    let version = null;
+    switch (s.op) {
+      case "create": {
+        const opts = {};
+        if (spec.naming === "v1") opts.storageOptions = { new_table_enable_v2_manifest_paths: "false" };
+        handles.main = await db.createTable(name, rows(0, s.rows || 1), opts);
+        next = s.rows || 1;
+        break;
+      }
+      case "add":
+        await get(s).add(rows(next, s.rows || 1));
+        next += s.rows || 1;
+        break;
+      case "addMany":
+        for (let i = 0; i < s.count; i++) {
+          await get(s).add(rows(next, 1));
+          next++;
+        }
+        break;
+      case "delete":
+        await get(s).delete(s.where);
+        break;
+      case "update":
+        await get(s).update({ where: s.where, values: s.values });
+        break;
+      case "createIndex":
+        await get(s).createIndex(s.column);
+        break;
+      case "tagCreate":
+        await (await get(s).tags()).create(s.name, s.version);
+        break;
+      case "branchCreate":
+        handles[s.name] = await (await get(s).branches()).create(s.name, s.from || "main", s.version);
+        version = await handles[s.name].version();
+        break;
+      case "branchCheckout":
+        handles[s.name] = await (await handles.main.branches()).checkout(s.name);
+        break;
+      case "drop":
+        await db.dropTable(name);
+        for (const k of Object.keys(handles)) delete handles[k];
+        break;
+      case "optimize":
+        await get(s).optimize({
+          cleanupOlderThan: new Date(Date.now() - (s.cleanupOlderThanMs || 0)),
+          deleteUnverified: !!s.deleteUnverified,
+        });
+        break;
+      default:
+        throw new Error("unknown step " + s.op);
+    }
+    if (version === null && s.op !== "tagCreate" && s.op !== "drop") version = await get(s).version();
+    done.push({ op: s.op, on: s.on || "main", version });
+  }
+  const out = { table: spec.dir.replace(/\/$/, "") + "/" + name + ".lance", steps: done, versions: {}, tags: {}, branches: {} };
+  if (!spec.skipVersions) {
+    for (const [b, h] of Object.entries(handles)) out.versions[b] = await versionsOf(h);
+  }
+  const tags = await (await handles.main.tags()).list();
+  for (const [t, c] of Object.entries(tags)) out.tags[t] = { version: c.version, branch: c.branch ?? null, manifestSize: c.manifestSize };
+  const branches = await (await handles.main.branches()).list();
+  for (const [b, c] of Object.entries(branches)) {
+    out.branches[b] = { parentBranch: c.parentBranch ?? null, parentVersion: c.parentVersion, manifestSize: c.manifestSize };
+  }
+  out.files = spec.dir.includes("://") ? null : walk(out.table);
+  console.log(JSON.stringify(out));
+}
+
+main().catch((e) => {
+  console.error(e && e.stack ? e.stack : String(e));
+  process.exit(1);
+});

@@ -5,18 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/memstore"
 )
 
-// testAdapter serves testDriver, an in-memory core.Driver with every mode
-// native and a few magic keys for the boundary tests:
+// testAdapter serves testDriver: memstore with its own capabilities and
+// gate, and a few magic keys for the boundary tests:
 //
 //	block/...        Get, Stat, Put and Delete block until ctx ends, then
 //	                 return the bare ctx.Err()
@@ -25,8 +23,9 @@ import (
 //	shortbody/...    Get declares 100 bytes and sends 50
 //	probe/unblocked  Stat reports in Size how many blocked calls saw ctx end
 //
-// It deliberately does not validate keys, so a test can tell whether the
-// plugin half did.
+// It deliberately does not refuse invalid keys as memstore does, so a test
+// can tell whether the plugin half did: one that reaches it fails with
+// ErrUnknown, never ErrInvalidArgument.
 var testAdapter = core.Adapter{
 	Name:    "testmem",
 	Schemes: []string{"testmem"},
@@ -40,21 +39,17 @@ var testAdapter = core.Adapter{
 
 const testGate = "g"
 
-type testObj struct {
-	body []byte
-	info core.Info
-}
-
+// testDriver keeps its objects in the embedded memstore.Driver; everything
+// else is its own.
 type testDriver struct {
-	mu        sync.Mutex
-	objs      map[string]testObj
-	seq       int
+	*memstore.Driver
 	gate      chan string // holds the token of the held gate
+	tokens    atomic.Int64
 	unblocked atomic.Int64
 }
 
 func newTestDriver() *testDriver {
-	return &testDriver{objs: map[string]testObj{}, gate: make(chan string, 1)}
+	return &testDriver{Driver: memstore.New(), gate: make(chan string, 1)}
 }
 
 func (d *testDriver) block(ctx context.Context) error {
@@ -63,7 +58,8 @@ func (d *testDriver) block(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// magic handles the magic keys common to several operations.
+// magic handles the magic keys common to several operations, and keys the
+// plugin half should have refused.
 func (d *testDriver) magic(ctx context.Context, op, key string) (bool, error) {
 	switch {
 	case strings.HasPrefix(key, "block/"):
@@ -71,8 +67,16 @@ func (d *testDriver) magic(ctx context.Context, op, key string) (bool, error) {
 	case strings.HasPrefix(key, "err/"):
 		n, _ := strconv.Atoi(strings.TrimPrefix(key, "err/"))
 		return true, &core.Error{Op: op, Key: key, Kind: core.Kind(n), Msg: fmt.Sprintf("injected kind %d", n)}
+	case core.ValidateKey(op, key) != nil:
+		return true, unrefused(op, key)
 	}
 	return false, nil
+}
+
+// unrefused is the error for a key or prefix the plugin half should have
+// refused before it reached the driver.
+func unrefused(op, key string) error {
+	return core.Errorf(op, key, core.ErrUnknown, "the plugin half let %q through to the driver", key)
 }
 
 func (d *testDriver) Capabilities(context.Context) (core.Capabilities, error) {
@@ -119,13 +123,7 @@ func (d *testDriver) Get(ctx context.Context, key string) (*core.Reader, error) 
 		return &core.Reader{Info: core.Info{Key: key, Size: 100, Version: "short"},
 			ReadCloser: io.NopCloser(bytes.NewReader(make([]byte, 50)))}, nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	o, ok := d.objs[key]
-	if !ok {
-		return nil, core.Errorf("get", key, core.ErrNotFound, "no such object")
-	}
-	return &core.Reader{Info: o.info, ReadCloser: io.NopCloser(bytes.NewReader(o.body))}, nil
+	return d.Driver.Get(ctx, key)
 }
 
 func (d *testDriver) Stat(ctx context.Context, key string) (core.Info, error) {
@@ -135,67 +133,27 @@ func (d *testDriver) Stat(ctx context.Context, key string) (core.Info, error) {
 	if key == "probe/unblocked" {
 		return core.Info{Key: key, Size: d.unblocked.Load(), Version: "probe"}, nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	o, ok := d.objs[key]
-	if !ok {
-		return core.Info{}, core.Errorf("stat", key, core.ErrNotFound, "no such object")
-	}
-	return o.info, nil
+	return d.Driver.Stat(ctx, key)
 }
 
 func (d *testDriver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
 	if ok, err := d.magic(ctx, "put", key); ok {
 		return core.Info{}, err
 	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return core.Info{}, core.Wrap("put", key, core.ErrUnknown, err)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old, exists := d.objs[key]
-	switch opts.Mode {
-	case core.PutOverwrite:
-	case core.PutCreateIfAbsent:
-		if exists {
-			return core.Info{}, core.Errorf("put", key, core.ErrAlreadyExists, "the key exists")
-		}
-	case core.PutReplaceIfVersion:
-		if !exists {
-			return core.Info{}, core.Errorf("put", key, core.ErrNotFound, "no such object")
-		}
-		if old.info.Version != opts.IfVersion {
-			return core.Info{}, core.Errorf("put", key, core.ErrPreconditionFailed, "version is %s", old.info.Version)
-		}
-	default:
-		return core.Info{}, core.Errorf("put", key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
-	}
-	d.seq++
-	info := core.Info{Key: key, Size: int64(len(b)), Version: fmt.Sprintf("v%d", d.seq), ModTime: time.Now()}
-	d.objs[key] = testObj{body: b, info: info}
-	return info, nil
+	// memstore refuses a write whose ctx has ended; this driver writes any
+	// body that ends cleanly, so a plugin half that cuts a body short but
+	// ends it as if complete shows as a written object.
+	return d.Driver.Put(context.WithoutCancel(ctx), key, body, opts)
 }
 
 func (d *testDriver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
 	if ok, err := d.magic(ctx, "delete", key); ok {
 		return err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	o, ok := d.objs[key]
-	if opts.IfVersion != "" {
-		if !ok {
-			return core.Errorf("delete", key, core.ErrNotFound, "no such object")
-		}
-		if o.info.Version != opts.IfVersion {
-			return core.Errorf("delete", key, core.ErrPreconditionFailed, "version is %s", o.info.Version)
-		}
-	}
-	delete(d.objs, key)
-	return nil
+	return d.Driver.Delete(ctx, key, opts)
 }
 
+// DeleteMany deletes one key at a time through Delete, magic keys included.
 func (d *testDriver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
 	out := make([]core.DeleteResult, len(keys))
 	for i, k := range keys {
@@ -205,37 +163,17 @@ func (d *testDriver) DeleteMany(ctx context.Context, keys []string) ([]core.Dele
 }
 
 func (d *testDriver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var keys []string
-	for k := range d.objs {
-		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
-			keys = append(keys, k)
-		}
+	if core.ValidatePrefix("list", opts.Prefix) != nil {
+		return core.ListPage{}, unrefused("list", opts.Prefix)
 	}
-	sort.Strings(keys)
-	size := opts.PageSize
-	if size <= 0 || size > 1000 {
-		size = 1000
-	}
-	var page core.ListPage
-	if len(keys) > size {
-		keys, page.More = keys[:size], true
-	}
-	for _, k := range keys {
-		page.Objects = append(page.Objects, d.objs[k].info)
-	}
-	return page, nil
+	return d.Driver.List(ctx, opts)
 }
 
 func (d *testDriver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
 	if name != testGate {
 		return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported, "no gate %q", name)
 	}
-	d.mu.Lock()
-	d.seq++
-	token := fmt.Sprintf("t%d", d.seq)
-	d.mu.Unlock()
+	token := fmt.Sprintf("t%d", d.tokens.Add(1))
 	select {
 	case d.gate <- token:
 		return core.GateLease{Name: name, Token: token}, nil
@@ -259,5 +197,3 @@ func (d *testDriver) ReleaseGate(ctx context.Context, l core.GateLease) error {
 	}
 	return core.Errorf("release-gate", l.Name, core.ErrInvalidArgument, "token %q does not hold the gate", l.Token)
 }
-
-func (d *testDriver) Close() error { return nil }

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 var bg = context.Background()
 
 // clearEnv unsets every credential variable the adapter reads.
-func clearEnv(t *testing.T) {
+func clearEnv(t testing.TB) {
 	t.Helper()
 	for _, v := range []string{envConnectionString, envAccount, envKey} {
 		t.Setenv(v, "")
@@ -226,7 +226,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // --- against Azurite ------------------------------------------------------
 
 // azurite starts one Azurite for the test and makes a container in it.
-func azurite(t *testing.T) (*emulator.Azure, *service.Client) {
+func azurite(t testing.TB) (*emulator.Azure, *service.Client) {
 	t.Helper()
 	az := emulator.Azurite(t)
 	svc, err := service.NewClientFromConnectionString(az.ConnectionString, nil)
@@ -236,7 +236,7 @@ func azurite(t *testing.T) (*emulator.Azure, *service.Client) {
 	return az, svc
 }
 
-func makeContainer(t *testing.T, svc *service.Client, name string) {
+func makeContainer(t testing.TB, svc *service.Client, name string) {
 	t.Helper()
 	if _, err := svc.CreateContainer(bg, name, nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
 		t.Fatal(err)

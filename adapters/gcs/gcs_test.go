@@ -46,7 +46,7 @@ var bg = context.Background()
 
 // startEmu starts fake-gcs-server in this process, points the client (and
 // any plugin or worker process started later) at it, and creates buckets.
-func startEmu(t *testing.T, buckets ...string) *emulator.GCS {
+func startEmu(t testing.TB, buckets ...string) *emulator.GCS {
 	t.Helper()
 	emu := emulator.FakeGCS(t)
 	for k, v := range emu.Env() {

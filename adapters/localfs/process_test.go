@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/internal/adapterbench"
 )
 
 // The multi-process tests re-execute this test binary as workers: with
@@ -29,17 +29,9 @@ const (
 
 func TestMain(m *testing.M) {
 	// As the retain binary does: `<exe> __adapter-plugin localfs`, so the
-	// benchmarks can measure this adapter through the plugin boundary.
-	if len(os.Args) == 3 && os.Args[1] == pluginproto.BundledSubcommand {
-		if err := pluginproto.ServeBundled([]core.Adapter{Adapter}, os.Args[2]); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	if sock := os.Getenv(envEcho); sock != "" {
-		os.Exit(runEcho(sock))
-	}
+	// benchmarks can measure this adapter through the plugin boundary; or
+	// the echo process of BenchmarkRawUnixSocketRoundTrip/processes.
+	adapterbench.Dispatch(Adapter)
 	if mode := os.Getenv(envWorker); mode != "" {
 		os.Exit(runWorker(mode))
 	}

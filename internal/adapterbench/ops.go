@@ -1,0 +1,124 @@
+package adapterbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+)
+
+// Loop runs op once per b.Loop iteration and fails the benchmark on its
+// error. Where d is a *core.Counting it reports req/op: the requests that
+// reached d during the loop, per op (setup before Loop is not counted).
+func Loop(b *testing.B, d core.Driver, op func(ctx context.Context) error) {
+	ctx := context.Background()
+	c, counting := d.(*core.Counting)
+	var before int64
+	if counting {
+		before = c.Counts().Total()
+	}
+	for b.Loop() {
+		if err := op(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if counting {
+		b.ReportMetric(float64(c.Counts().Total()-before)/float64(b.N), "req/op")
+	}
+}
+
+// PutCreateDelete is a create-if-absent Put of 1 KiB and an unconditional
+// Delete of it per op.
+func PutCreateDelete(b *testing.B, d core.Driver) {
+	body := bytes.Repeat([]byte("x"), 1024)
+	Loop(b, d, func(ctx context.Context) error {
+		if _, err := d.Put(ctx, "bench/cas", bytes.NewReader(body), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+			return err
+		}
+		return d.Delete(ctx, "bench/cas", core.DeleteOptions{})
+	})
+}
+
+// Get1KiB puts a 1 KiB object, then opens it and reads it to the end per op.
+func Get1KiB(b *testing.B, d core.Driver) {
+	if _, err := d.Put(context.Background(), "bench/get", bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), core.PutOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 2048)
+	b.SetBytes(1024)
+	Loop(b, d, func(ctx context.Context) error {
+		r, err := d.Get(ctx, "bench/get")
+		if err != nil {
+			return err
+		}
+		// A short ReadFull reads on to the end of the body.
+		n, err := io.ReadFull(r, buf)
+		r.Close()
+		if err != io.ErrUnexpectedEOF || n != 1024 {
+			return fmt.Errorf("read %d bytes: %v", n, err)
+		}
+		return nil
+	})
+}
+
+// listKeys is how many keys Fill1000 puts and List1000 lists.
+const listKeys = 1000
+
+// Fill1000 puts the 1,000 one-byte objects List1000 lists, 16 at a time.
+func Fill1000(b *testing.B, d core.Driver) {
+	b.Helper()
+	ctx := context.Background()
+	errs := make(chan error, listKeys)
+	sem := make(chan struct{}, 16)
+	for i := range listKeys {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := d.Put(ctx, fmt.Sprintf("bench/list/%04d", i), bytes.NewReader([]byte("x")), core.PutOptions{})
+			errs <- err
+		}()
+	}
+	for range listKeys {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// List1000 lists the 1,000 keys Fill1000 put, as one page per op, and fails
+// unless the page holds them all. With last it also fails unless the page
+// says no more keys follow: ListPage.More may be a false alarm, so only
+// some backends can be held to that.
+func List1000(b *testing.B, d core.Driver, last bool) {
+	Loop(b, d, func(ctx context.Context) error {
+		page, err := d.List(ctx, core.ListOptions{Prefix: "bench/list/", PageSize: listKeys})
+		if err != nil {
+			return err
+		}
+		if len(page.Objects) != listKeys || (last && page.More) {
+			return fmt.Errorf("listed %d objects, more=%v", len(page.Objects), page.More)
+		}
+		return nil
+	})
+}
+
+// ClaimCycle is claim.Acquire then Handle.Release per op, on a store over d,
+// with a claim of the given scope.
+func ClaimCycle(b *testing.B, d core.Driver, scope core.Scope) {
+	s, err := core.NewStore(context.Background(), "bench", d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := claim.Request{Action: "bench", Actor: "bench@host", Scope: scope}
+	Loop(b, d, func(ctx context.Context) error {
+		h, err := claim.Acquire(ctx, s, req)
+		if err != nil {
+			return err
+		}
+		return h.Release(ctx)
+	})
+}

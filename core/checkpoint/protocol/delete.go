@@ -1,0 +1,176 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/internal/failpoint"
+)
+
+// Failpoints of the delete protocol, in order.
+const (
+	FPDeleteAfterClaim   = "delete/after-claim"
+	FPDeleteAfterCommit  = "delete/after-commit"
+	FPDeleteAfterRelease = "delete/after-release"
+	FPDeleteMidTags      = "delete/mid-tags"
+	FPDeleteAfterTags    = "delete/after-tags"
+)
+
+// DeleteFailpoints lists the delete failpoints in protocol order.
+var DeleteFailpoints = []string{FPDeleteAfterClaim, FPDeleteAfterCommit, FPDeleteAfterRelease, FPDeleteMidTags, FPDeleteAfterTags}
+
+// Deleted is what Delete returns.
+type Deleted struct {
+	ID   checkpoint.ID `json:"id"`
+	Name string        `json:"name"`
+	// AlreadyTombstoned: the checkpoint was deleted before (by
+	// OperationID); this call only reclaimed tags.
+	AlreadyTombstoned bool               `json:"already_tombstoned,omitempty"`
+	OperationID       string             `json:"delete_operation_id"`
+	RegistryVersion   checkpoint.Version `json:"registry_version"`
+	TagsDeleted       []string           `json:"tags_deleted"`
+	// TagErrors: tag deletes that failed. They only over-retain; reconcile
+	// reclaims them.
+	TagErrors []string `json:"tag_errors,omitempty"`
+}
+
+// Delete deletes a checkpoint with the zero Options.
+func Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID string) (*Deleted, error) {
+	return Options{}.Delete(ctx, s, loc, nameOrID)
+}
+
+// Delete runs the delete protocol: under the claim, one registry commit
+// tombstones reservation, header and rows with a fresh
+// delete_operation_id; release; then every pin tag of the checkpoint is
+// deleted, idempotently. A tag delete that fails only over-retains.
+func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID string) (res *Deleted, err error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	op := "delete-" + string(checkpoint.NewID())
+	h, err := acquire(ctx, s, loc, o, "checkpoint-delete", op)
+	if err != nil {
+		return nil, err
+	}
+	released := false
+	defer func() {
+		if !released {
+			if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+	}()
+	failpoint.Hit(FPDeleteAfterClaim)
+	actor := o.Actor
+	if actor == "" {
+		actor = h.Payload().Actor
+	}
+	var cp checkpoint.Checkpoint
+	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+		for attempt := 0; ; attempt++ {
+			v, snap, err := reg.Head(ctx)
+			if err != nil {
+				return err
+			}
+			if cp, err = snap.Lookup(nameOrID); err != nil {
+				return err
+			}
+			if cp.State == checkpoint.Tombstoned {
+				res = &Deleted{ID: cp.ID, Name: cp.Name, AlreadyTombstoned: true, RegistryVersion: v}
+				if cp.Tombstone != nil {
+					res.OperationID = cp.Tombstone.DeleteOperationID
+				}
+				return nil
+			}
+			draft := snap.Next()
+			if _, err := draft.Tombstone(cp.ID, checkpoint.Deletion{OperationID: op, At: time.Now().UTC().Truncate(time.Millisecond), Actor: actor}); err != nil {
+				return err
+			}
+			if err := h.Verify(ctx); err != nil {
+				return err
+			}
+			ref, err := reg.Commit(ctx, v, draft)
+			if errors.Is(err, checkpoint.ErrConflict) && attempt < o.retries() {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			res = &Deleted{ID: cp.ID, Name: cp.Name, OperationID: op, RegistryVersion: ref.Version}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	failpoint.Hit(FPDeleteAfterCommit)
+	released = true
+	if rerr := h.Release(ctx); rerr != nil {
+		res.TagErrors = append(res.TagErrors, "releasing the claim: "+rerr.Error())
+	}
+	failpoint.Hit(FPDeleteAfterRelease)
+	res.TagsDeleted, res.TagErrors = deletePins(ctx, s, cp, res.TagErrors)
+	failpoint.Hit(FPDeleteAfterTags)
+	return res, nil
+}
+
+// deletePins deletes every tag named with cp's pin prefix in each of its
+// tables and in the registry: the rows' tags and any leftover of an
+// earlier attempt. One listing per table.
+func deletePins(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, errs []string) ([]string, []string) {
+	roots := []string{checkpoint.RegistryPath}
+	seen := map[string]bool{}
+	for _, r := range cp.Rows {
+		if !seen[r.Path] {
+			seen[r.Path] = true
+			roots = append(roots, r.Path)
+		}
+	}
+	var deleted []string
+	first := true
+	for _, root := range roots {
+		ds, err := lance.Open(s, root)
+		if err != nil {
+			errs = append(errs, root+": "+err.Error())
+			continue
+		}
+		names, err := tagsWithPrefix(ctx, ds, checkpoint.PinTagPrefix(cp.ID))
+		if err != nil {
+			errs = append(errs, root+": "+err.Error())
+			continue
+		}
+		for _, n := range names {
+			if err := deleteTag(ctx, ds, n); err != nil {
+				errs = append(errs, root+": "+n+": "+err.Error())
+				continue
+			}
+			deleted = append(deleted, root+":"+n)
+			if first {
+				first = false
+				failpoint.Hit(FPDeleteMidTags)
+			}
+		}
+	}
+	return deleted, errs
+}
+
+// tagsWithPrefix lists the tag files under ds whose names begin with
+// prefix (pin tag names are plain ASCII: the file is <name>.json).
+func tagsWithPrefix(ctx context.Context, ds *lance.Dataset, prefix string) ([]string, error) {
+	dir := ds.Key("_refs/tags/")
+	objs, err := ds.Store.List(ctx, dir+prefix, 10_000)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, dir)
+		if name, ok := strings.CutSuffix(rel, ".json"); ok && !strings.Contains(name, "/") {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

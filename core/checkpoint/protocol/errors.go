@@ -1,0 +1,96 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+)
+
+// Typed refusals of the protocols. Each matches its sentinel and the
+// core.Kind listed with it.
+var (
+	// ErrSourceChanged: a table changed under the create between capture
+	// and verification (a head moved, a table was recreated at its path:
+	// the ABA case) and retries are exhausted, or it changed after its tag
+	// was written (kind core.ErrPreconditionFailed). Nothing was published.
+	ErrSourceChanged = errors.New("the source changed during the checkpoint")
+	// ErrPinConflict: a pin tag exists under the deterministic name but
+	// points elsewhere than the name's target, or a pinned version is no
+	// longer the commit its row names: corruption, never overwritten
+	// (kind core.ErrUnknown).
+	ErrPinConflict = errors.New("pin tag conflict")
+	// ErrReservedTag: a user command tried to create, move or delete a tag
+	// in retain's reserved "ogcp_" namespace (kind core.ErrInvalidArgument).
+	ErrReservedTag = errors.New("reserved tag name")
+	// ErrNoTables: the store root holds no Lance table (kind
+	// core.ErrNotFound).
+	ErrNoTables = errors.New("no Lance tables in the store")
+	// ErrMissingTarget: a captured table or branch does not exist (kind
+	// core.ErrNotFound).
+	ErrMissingTarget = errors.New("checkpoint target is missing")
+	// ErrConflicts: reconcile found conflicts it left untouched (kind
+	// core.ErrPreconditionFailed); the report lists them.
+	ErrConflicts = errors.New("reconcile found conflicts")
+)
+
+var kindOf = map[error]core.Kind{
+	ErrSourceChanged: core.ErrPreconditionFailed,
+	ErrPinConflict:   core.ErrUnknown,
+	ErrReservedTag:   core.ErrInvalidArgument,
+	ErrNoTables:      core.ErrNotFound,
+	ErrMissingTarget: core.ErrNotFound,
+	ErrConflicts:     core.ErrPreconditionFailed,
+
+	checkpoint.ErrNameTaken: core.ErrAlreadyExists,
+}
+
+// Error is a protocol refusal: the step, what it concerns, the sentinel.
+type Error struct {
+	Op    string
+	Key   string
+	Err   error
+	Msg   string
+	Cause error
+}
+
+func (e *Error) Error() string {
+	s := e.Op
+	if e.Key != "" {
+		s += fmt.Sprintf(" %q", e.Key)
+	}
+	s += ": " + e.Err.Error()
+	if e.Msg != "" {
+		s += ": " + e.Msg
+	}
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
+}
+
+// Unwrap matches the sentinel, its kind and the cause.
+func (e *Error) Unwrap() []error {
+	out := []error{e.Err}
+	if k, ok := kindOf[e.Err]; ok {
+		out = append(out, k)
+	}
+	if e.Cause != nil {
+		out = append(out, e.Cause)
+	}
+	return out
+}
+
+func errorf(op, key string, sentinel error, format string, args ...any) *Error {
+	return &Error{Op: op, Key: key, Err: sentinel, Msg: fmt.Sprintf(format, args...)}
+}
+
+// CheckUserTag refuses a tag name in retain's reserved "ogcp_" namespace:
+// every user command that creates, moves or deletes a tag calls it first.
+func CheckUserTag(name string) error {
+	if checkpoint.IsReservedTag(name) {
+		return errorf("tag", name, ErrReservedTag, "tags beginning with %q are checkpoint pins, managed only by retain's checkpoint commands and reconcile", checkpoint.TagPrefix)
+	}
+	return nil
+}

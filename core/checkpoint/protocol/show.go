@@ -1,0 +1,236 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/lance"
+)
+
+// Pin health values.
+const (
+	PinOK          = "ok"
+	PinMissing     = "missing"
+	PinWrongTarget = "wrong-target"
+	PinUnreadable  = "unreadable"
+)
+
+// PinHealth is one pin of a checkpoint and whether its tag is present and
+// points where its row says.
+type PinHealth struct {
+	Kind        string        `json:"kind"` // "table" or "registry"
+	Path        string        `json:"path"`
+	TableID     checkpoint.ID `json:"table_id,omitempty"`
+	Incarnation uint64        `json:"incarnation,omitempty"`
+	Branch      string        `json:"branch"`
+	Version     uint64        `json:"version"`
+	PhysicalRef string        `json:"physical_ref"`
+	Tag         string        `json:"tag"`
+	Status      string        `json:"status"`
+	Detail      string        `json:"detail,omitempty"`
+}
+
+// DeepCheck is show --deep's result: every file the pinned versions
+// reference, checked for existence.
+type DeepCheck struct {
+	FilesChecked int      `json:"files_checked"`
+	Missing      []string `json:"missing"`
+	Errors       []string `json:"errors,omitempty"`
+}
+
+// Info is one checkpoint as list and show print it.
+type Info struct {
+	ID              checkpoint.ID      `json:"id"`
+	Name            string             `json:"name"`
+	State           checkpoint.State   `json:"state"`
+	Generation      uint64             `json:"generation"`
+	Actor           string             `json:"actor"`
+	SourceBranch    string             `json:"source_branch"`
+	RegistryVersion checkpoint.Version `json:"registry_version"`
+	CreatedAt       time.Time          `json:"created_at"`
+	TableCount      int                `json:"table_count"`
+	// Health is "ok" when every pin is present and points where its row
+	// says, "degraded" otherwise (run reconcile), "deleted" for a
+	// tombstoned checkpoint.
+	Health    string                `json:"health"`
+	Pins      []PinHealth           `json:"pins"`
+	Tombstone *checkpoint.Tombstone `json:"tombstone,omitempty"`
+	Deep      *DeepCheck            `json:"deep,omitempty"`
+}
+
+// List returns every live checkpoint with its pin health, and the registry
+// head's version. Its cost is bounded by live checkpoints × tables.
+func List(ctx context.Context, s *core.Store) (checkpoint.Version, []Info, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{})
+	v, snap, err := reg.Head(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := []Info{}
+	for _, cp := range snap.Live() {
+		in, err := info(ctx, s, reg, cp)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, in)
+	}
+	return v, out, nil
+}
+
+// Show returns one checkpoint (a live name, or an id, live or
+// tombstoned) with its pin health; deep also checks every file its pinned
+// versions reference.
+func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{})
+	_, cp, err := reg.Lookup(ctx, nameOrID)
+	if err != nil {
+		return nil, err
+	}
+	in, err := info(ctx, s, reg, cp)
+	if err != nil {
+		return nil, err
+	}
+	if deep {
+		in.Deep = deepCheck(ctx, s, cp)
+	}
+	return &in, nil
+}
+
+func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp checkpoint.Checkpoint) (Info, error) {
+	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
+		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
+		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
+	rp, err := registryPin(ctx, reg, cp)
+	if err != nil {
+		return Info{}, err
+	}
+	rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
+	in.Pins = append(in.Pins, rp)
+	for _, r := range cp.Rows {
+		tag, err := checkpoint.TablePinTag(cp.ID, r.Pin)
+		if err != nil {
+			return Info{}, err
+		}
+		p := PinHealth{Kind: "table", Path: r.Path, TableID: r.TableID, Incarnation: r.Incarnation, Branch: r.Branch,
+			Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
+		ds, err := lance.Open(s, r.Path)
+		if err != nil {
+			return Info{}, err
+		}
+		p.Status, p.Detail = tagHealth(ctx, ds, p)
+		in.Pins = append(in.Pins, p)
+	}
+	for _, p := range in.Pins {
+		if p.Status != PinOK {
+			in.Health = "degraded"
+		}
+	}
+	if cp.State == checkpoint.Tombstoned {
+		in.Health = "deleted"
+	}
+	return in, nil
+}
+
+// registryPin describes cp's registry pin: one read of the registry
+// version that published it, for its Ref.
+func registryPin(ctx context.Context, reg *checkpoint.Registry, cp checkpoint.Checkpoint) (PinHealth, error) {
+	p := PinHealth{Kind: "registry", Path: checkpoint.RegistryPath, Branch: checkpoint.MainBranch, Version: uint64(cp.RegistryVersion)}
+	snap, err := reg.Read(ctx, cp.RegistryVersion)
+	if errors.Is(err, core.ErrNotFound) {
+		p.Status, p.Detail = PinUnreadable, fmt.Sprintf("registry version %d is missing", cp.RegistryVersion)
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	ref := snap.Ref()
+	p.PhysicalRef = ref.String()
+	if p.Tag, err = checkpoint.RegistryPinTag(cp.ID, checkpoint.RegistryTarget(ref)); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func pinSize(p PinHealth) (int64, error) {
+	if p.Kind == "registry" {
+		r, err := checkpoint.ParseRef(p.PhysicalRef)
+		return r.Size, err
+	}
+	r, err := lance.ParsePhysRef(p.PhysicalRef)
+	return r.Size, err
+}
+
+func tagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth) (string, string) {
+	if p.Tag == "" {
+		return p.Status, p.Detail
+	}
+	t, err := ds.ReadTag(ctx, p.Tag)
+	switch {
+	case errors.Is(err, lance.ErrTagNotFound):
+		return PinMissing, "no tag " + p.Tag
+	case err != nil:
+		return PinUnreadable, err.Error()
+	}
+	size, err := pinSize(p)
+	if err != nil {
+		return PinUnreadable, err.Error()
+	}
+	if !tagMatches(t, p.Branch, p.Version, size) {
+		return PinWrongTarget, "the tag points at " + describeTag(t)
+	}
+	return PinOK, ""
+}
+
+func deepCheck(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint) *DeepCheck {
+	d := &DeepCheck{Missing: []string{}}
+	for _, r := range cp.Rows {
+		ref, err := lance.ParsePhysRef(r.PhysicalRef)
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		ds, err := lance.Open(s, r.Path)
+		if err == nil && r.Branch != checkpoint.MainBranch {
+			ds, err = ds.Branch(r.Branch)
+		}
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		m, err := ds.ReadManifest(ctx, lance.Version{N: r.Version, Key: ref.Key})
+		d.FilesChecked++
+		if errors.Is(err, core.ErrNotFound) {
+			d.Missing = append(d.Missing, ref.Key)
+			continue
+		}
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		for _, f := range m.Files() {
+			if f.Outside {
+				continue
+			}
+			d.FilesChecked++
+			if f.Prefix {
+				objs, err := s.List(ctx, f.Key, 0)
+				if err != nil {
+					d.Errors = append(d.Errors, err.Error())
+				} else if len(objs) == 0 {
+					d.Missing = append(d.Missing, f.Key)
+				}
+				continue
+			}
+			if _, err := s.Stat(ctx, f.Key); errors.Is(err, core.ErrNotFound) {
+				d.Missing = append(d.Missing, f.Key)
+			} else if err != nil {
+				d.Errors = append(d.Errors, err.Error())
+			}
+		}
+	}
+	return d
+}

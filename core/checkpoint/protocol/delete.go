@@ -37,6 +37,8 @@ type Deleted struct {
 	// TagErrors: tag deletes that failed. They only over-retain; reconcile
 	// reclaims them.
 	TagErrors []string `json:"tag_errors,omitempty"`
+	// Reconciled is what the reconcile run before the delete did.
+	Reconciled *Report `json:"reconciled,omitempty"`
 }
 
 // Delete deletes a checkpoint with the zero Options.
@@ -44,7 +46,10 @@ func Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID stri
 	return Options{}.Delete(ctx, s, loc, nameOrID)
 }
 
-// Delete runs the delete protocol: under the claim, one registry commit
+// Delete runs the delete protocol. Like every destructive operation it
+// first reconciles under the same claim (sidecars, missing pins, orphan
+// tags), and refuses, deleting nothing, if that finds a conflict. Then,
+// under the claim, one registry commit
 // tombstones reservation, header and rows with a fresh
 // delete_operation_id; release; then every pin tag of the checkpoint is
 // deleted, idempotently. A tag delete that fails only over-retains.
@@ -69,7 +74,15 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		actor = h.Payload().Actor
 	}
 	var cp checkpoint.Checkpoint
+	pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
 	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+		if err := reconcile(ctx, s, reg, o.scope(loc), pre); err != nil {
+			return err
+		}
+		if len(pre.Conflicts) > 0 {
+			return errorf("delete", nameOrID, ErrConflicts,
+				"the reconcile run before deleting found %d conflict(s); nothing was deleted: run `retain reconcile` to see them", len(pre.Conflicts))
+		}
 		for attempt := 0; ; attempt++ {
 			v, snap, err := reg.Head(ctx)
 			if err != nil {
@@ -106,6 +119,7 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	if err != nil {
 		return nil, err
 	}
+	res.Reconciled = pre
 	failpoint.Hit(FPDeleteAfterCommit)
 	released = true
 	if rerr := h.Release(ctx); rerr != nil {

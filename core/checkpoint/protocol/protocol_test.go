@@ -177,6 +177,17 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 	if _, ok := pinTags(t, s, "v2-appends.lance")[orphan]; !ok || len(rep.Reclaimed) != 0 {
 		t.Fatal("reconcile acted on a conflicted table")
 	}
+	// Delete reconciles first: with a conflict it refuses and deletes
+	// nothing, not even the checkpoint it was asked to delete.
+	if _, err := Delete(bg, s, loc, "a"); !errors.Is(err, ErrConflicts) {
+		t.Fatalf("delete with a conflict pending: %v", err)
+	}
+	if _, cps, err := List(bg, s); err != nil || len(cps) != 1 {
+		t.Fatalf("the refused delete changed the registry: %+v %v", cps, err)
+	}
+	if _, ok := pinTags(t, s, "v2-appends.lance")[orphan]; !ok {
+		t.Fatal("the refused delete reclaimed a tag")
+	}
 	// The next checkpoint sees a new incarnation.
 	c2, err := Create(bg, s, loc, "b", "")
 	if err != nil || !c2.Tables[0].NewIncarnation || c2.Tables[0].Incarnation != 2 || c2.Tables[0].TableID != c.Tables[0].TableID {

@@ -15,13 +15,16 @@
 //   {"op": "branchCreate", "name": "b", "from": "main", "version": 3}
 //   {"op": "branchCheckout", "name": "b"}
 //   {"op": "optimize", "cleanupOlderThanMs": 0, "deleteUnverified": true}
-//       cleanupOlderThanMs: cut-off relative to now (0 = now)
+//       cleanupOlderThanMs: cut-off relative to now (0 = now);
+//       "cleanupOlderThanAt": epoch ms instead sets an absolute cut-off
+//   {"op": "sleep", "ms": 200}             a gap between commit timestamps
 //   {"op": "addMany", "count": 300}        count single-row appends (benchmarks)
 //   {"op": "drop"}                          drops the table (a later create recreates it)
 // "storageOptions" (object, optional) is passed to connect, for object stores;
 // "files" is only listed for a local dir.
 // Output: {"table": path, "steps": [{"op", "version"}...],
-//   "versions": {"main": [{"version", "rows", "timestamp"}...], "<branch>": [...]},
+//   "versions": {"main": [{"version", "rows", "timestamp", "scanned", "idSum"}...], "<branch>": [...]},
+//       rows: countRows; scanned, idSum: from reading every row
 //   "tags": {name: {version, branch}}, "branches": {name: {...}},
 //   "files": ["relative/path", ...]}   every regular file under the table dir
 const fs = require("fs");
@@ -47,18 +50,30 @@ function walk(root) {
   return out.sort();
 }
 
+// scan reads every row of the checked-out version (every data file, with
+// its deletions): the row count and the sum of ids, which countRows alone
+// (manifest metadata) would not prove.
+async function scan(tbl) {
+  const t = await tbl.query().select(["id"]).toArrow();
+  let idSum = 0;
+  const col = t.getChild("id");
+  for (let i = 0; i < t.numRows; i++) idSum += Number(col.get(i));
+  return { scanned: t.numRows, idSum };
+}
+
 async function versionsOf(tbl) {
   const out = [];
   for (const v of await tbl.listVersions()) {
     await tbl.checkout(v.version);
-    out.push({ version: v.version, rows: await tbl.countRows(), timestamp: v.timestamp.toISOString() });
+    out.push({ version: v.version, rows: await tbl.countRows(), timestamp: v.timestamp.toISOString(), ...(await scan(tbl)) });
   }
   await tbl.checkoutLatest();
   return out;
 }
 
-async function main() {
-  const spec = JSON.parse(process.argv[2]);
+// build runs one spec and returns its report. oracle.cjs requires this file
+// to run many specs in one process.
+async function build(spec) {
   const db = await lancedb.connect(spec.dir, spec.storageOptions ? { storageOptions: spec.storageOptions } : undefined);
   const name = spec.table || "t";
   const handles = {};
@@ -114,14 +129,17 @@ async function main() {
         break;
       case "optimize":
         await get(s).optimize({
-          cleanupOlderThan: new Date(Date.now() - (s.cleanupOlderThanMs || 0)),
+          cleanupOlderThan: new Date(s.cleanupOlderThanAt ?? Date.now() - (s.cleanupOlderThanMs || 0)),
           deleteUnverified: !!s.deleteUnverified,
         });
+        break;
+      case "sleep":
+        await new Promise((r) => setTimeout(r, s.ms || 0));
         break;
       default:
         throw new Error("unknown step " + s.op);
     }
-    if (version === null && s.op !== "tagCreate" && s.op !== "drop") version = await get(s).version();
+    if (version === null && s.op !== "tagCreate" && s.op !== "drop" && s.op !== "sleep") version = await get(s).version();
     done.push({ op: s.op, on: s.on || "main", version });
   }
   const out = { table: spec.dir.replace(/\/$/, "") + "/" + name + ".lance", steps: done, versions: {}, tags: {}, branches: {} };
@@ -135,10 +153,16 @@ async function main() {
     out.branches[b] = { parentBranch: c.parentBranch ?? null, parentVersion: c.parentVersion, manifestSize: c.manifestSize };
   }
   out.files = spec.dir.includes("://") ? null : walk(out.table);
-  console.log(JSON.stringify(out));
+  return out;
 }
 
-main().catch((e) => {
-  console.error(e && e.stack ? e.stack : String(e));
-  process.exit(1);
-});
+module.exports = { build, rows, walk, versionsOf, scan };
+
+if (require.main === module) {
+  build(JSON.parse(process.argv[2]))
+    .then((out) => console.log(JSON.stringify(out)))
+    .catch((e) => {
+      console.error(e && e.stack ? e.stack : String(e));
+      process.exit(1);
+    });
+}

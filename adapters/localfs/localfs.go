@@ -41,7 +41,6 @@ package localfs
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -146,8 +145,9 @@ type openOptions struct {
 	noXattr bool    // pretend the filesystem refuses user xattrs
 }
 
-// Open opens the store rooted at root, an absolute path. A missing root is
-// created (mode 0755); its parent must exist.
+// Open opens the store rooted at root, an absolute path to an existing
+// directory. A missing root is refused, never created: a mistyped path must
+// not become a new, empty store that every read reports as "nothing here".
 func Open(root string) (*Driver, error) {
 	return openWith(root, openOptions{})
 }
@@ -162,14 +162,8 @@ func openWith(root string, o openOptions) (*Driver, error) {
 	// only paths below it are confined.
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == unix.ENOENT {
-		if merr := unix.Mkdir(root, 0o755); merr != nil && merr != unix.EEXIST {
-			if merr == unix.ENOENT {
-				return nil, &core.Error{Op: op, Key: root, Kind: core.ErrNotFound,
-					Msg: fmt.Sprintf("cannot create the store root: its parent %s does not exist", filepath.Dir(root)), Err: merr}
-			}
-			return nil, mapErr(op, root, "cannot create the store root", merr)
-		}
-		fd, err = unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return nil, &core.Error{Op: op, Key: root, Kind: core.ErrNotFound, Err: err,
+			Msg: "the store root does not exist: check the path, or create the directory first (retain never creates a store root)"}
 	}
 	if err == unix.ENOTDIR {
 		return nil, core.Errorf(op, root, core.ErrInvalidArgument, "the store root is not a directory")

@@ -138,15 +138,13 @@ func TestOpen(t *testing.T) {
 	wantKind(t, "relative root", err, core.ErrInvalidArgument)
 
 	parent := t.TempDir()
-	d, err := Open(filepath.Join(parent, "new"))
-	if err != nil {
-		t.Fatalf("open of a missing root with an existing parent: %v", err)
+	// A missing root is refused and not created: a mistyped path must not
+	// become an empty store.
+	_, err = Open(filepath.Join(parent, "new"))
+	wantKind(t, "missing root", err, core.ErrNotFound)
+	if _, serr := os.Stat(filepath.Join(parent, "new")); !os.IsNotExist(serr) {
+		t.Fatalf("open created the missing root: %v", serr)
 	}
-	d.Close()
-	if fi, err := os.Stat(filepath.Join(parent, "new")); err != nil || !fi.IsDir() {
-		t.Fatalf("root not created: %v", err)
-	}
-
 	_, err = Open(filepath.Join(parent, "missing", "root"))
 	wantKind(t, "missing parent", err, core.ErrNotFound)
 
@@ -171,7 +169,7 @@ func TestOpen(t *testing.T) {
 	_, err = Adapter.Open(bg, loc)
 	wantKind(t, "unknown option", err, core.ErrInvalidArgument)
 
-	d, _ = newT(t)
+	d, _ := newT(t)
 	d.Close()
 	_, err = d.Stat(bg, "x")
 	wantKind(t, "stat after close", err, core.ErrInvalidArgument)

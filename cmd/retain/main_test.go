@@ -213,3 +213,15 @@ func TestS3StoreThroughBinary(t *testing.T) {
 		t.Fatal("the secret key appeared in the output")
 	}
 }
+
+// A mistyped store path is an error, never a new empty store.
+func TestMissingStoreRootNotCreated(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "typo")
+	_, errs, code := retain(t, "claim", "status", missing)
+	if code != 1 || !strings.Contains(errs, "does not exist") {
+		t.Fatalf("claim status on a missing root: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("the missing root was created: %v", err)
+	}
+}

@@ -152,6 +152,10 @@ type Capabilities struct {
 	// same bytes from no write, so callers that need that make every body
 	// unique (the retention claim carries a random token).
 	UniqueVersions bool `json:"unique_versions"`
+	// ReadOnly: the instance was opened read-only (Location.ReadOnly). It
+	// declares every conditional capability none and no gates, and refuses
+	// every write; the portable Store refuses writes before reaching it.
+	ReadOnly bool `json:"read_only"`
 	// Notes are free-form facts about this instance (filesystem type, ...).
 	Notes []string `json:"notes,omitempty"`
 }

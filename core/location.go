@@ -22,6 +22,16 @@ type Location struct {
 	Prefix string `json:"prefix,omitempty"`
 	// Options are the URI's query parameters (endpoint=..., region=...).
 	Options map[string]string `json:"options,omitempty"`
+	// ReadOnly asks the adapter to open the store without writing
+	// anything: no reserved folders, no lock files, no probe objects. It is
+	// how the caller opens, not where the store is, so it is not a URI
+	// query option: ParseLocation never sets it and String never renders
+	// it. The caller sets it (bundled.OpenReadOnly) for commands that only
+	// look (inspect, claim status, checkpoint list|show). An adapter opened
+	// read-only declares Capabilities.ReadOnly, every conditional
+	// capability none and no gates, and refuses Put, Delete, DeleteMany and
+	// AcquireGate with ErrPermissionDenied, writing nothing.
+	ReadOnly bool `json:"read_only,omitempty"`
 }
 
 // ParseLocation parses a store URI: file:///abs/path, a plain path

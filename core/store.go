@@ -91,9 +91,31 @@ func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
 	return info, nil
 }
 
+// ReadOnly reports whether the adapter declared the store opened read-only.
+func (s *Store) ReadOnly() bool { return s.caps.ReadOnly }
+
+// refuseReadOnly is the portable refusal of a write on a store whose driver
+// declared itself read-only: defense in depth, so a write never reaches a
+// driver that promised not to write.
+func (s *Store) refuseReadOnly(op, key string) error {
+	if !s.caps.ReadOnly {
+		return nil
+	}
+	return ReadOnlyError(op, key)
+}
+
+// ReadOnlyError is the error a write on a store opened read-only returns.
+// Adapters use it too, so the message is the same on either side.
+func ReadOnlyError(op, key string) error {
+	return Errorf(op, key, ErrPermissionDenied, "store opened read-only")
+}
+
 // Put writes body under key per opts.
 func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts PutOptions) (Info, error) {
 	if err := ValidateKey("put", key); err != nil {
+		return Info{}, err
+	}
+	if err := s.refuseReadOnly("put", key); err != nil {
 		return Info{}, err
 	}
 	var f Feature
@@ -145,6 +167,9 @@ func (s *Store) Delete(ctx context.Context, key string, opts DeleteOptions) erro
 	if err := ValidateKey("delete", key); err != nil {
 		return err
 	}
+	if err := s.refuseReadOnly("delete", key); err != nil {
+		return err
+	}
 	if opts.IfVersion != "" {
 		if err := s.Require(FeatureDeleteIfVersion, ScopeProcess); err != nil {
 			return &Error{Op: "delete", Key: key, Kind: ErrUnsupported, Err: err}
@@ -161,6 +186,12 @@ func (s *Store) Delete(ctx context.Context, key string, opts DeleteOptions) erro
 // keys get their own invalid-argument result and are never sent.
 func (s *Store) DeleteMany(ctx context.Context, keys []string) ([]DeleteResult, error) {
 	out := make([]DeleteResult, len(keys))
+	if err := s.refuseReadOnly("delete-many", ""); err != nil {
+		for i, k := range keys {
+			out[i] = DeleteResult{Key: k, Err: ReadOnlyError("delete", k)}
+		}
+		return out, err
+	}
 	var send []int
 	for i, k := range keys {
 		out[i].Key = k
@@ -262,6 +293,9 @@ func (s *Store) List(ctx context.Context, prefix string, max int) ([]Info, error
 // gate is not declared with enough scope nothing is taken and the error is
 // ErrUnsupported naming it.
 func (s *Store) WithGates(ctx context.Context, scope Scope, names []string, fn func(context.Context) error) (err error) {
+	if rerr := s.refuseReadOnly("acquire-gate", strings.Join(names, ",")); rerr != nil {
+		return rerr
+	}
 	order, err := s.caps.RequireGates(s.adapter, scope, names...)
 	if err != nil {
 		return err

@@ -59,6 +59,10 @@ type Client struct {
 	rpc     pb.StorageClient
 	exited  context.Context // ends when the plugin process has exited
 	closed  atomic.Bool
+	// readOnly: the host asked for a read-only open. Capabilities then
+	// always declare read-only, even from a plugin that predates the field,
+	// so the portable Store refuses writes before they cross the wire.
+	readOnly bool
 }
 
 var _ core.Driver = (*Client)(nil)
@@ -191,7 +195,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		d = r.d
 	}
 
-	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited}
+	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, readOnly: cfg.Location.ReadOnly}
 	if _, err := c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)}); err != nil {
 		err = c.convertErr(ctx, "open", "", err)
 		gp.Kill()
@@ -302,7 +306,11 @@ func (c *Client) Capabilities(ctx context.Context) (core.Capabilities, error) {
 	if err != nil {
 		return core.Capabilities{}, c.convertErr(ctx, op, "", err)
 	}
-	return capsFromPB(resp), nil
+	caps := capsFromPB(resp)
+	if c.readOnly && !caps.ReadOnly {
+		caps = forceReadOnly(caps)
+	}
+	return caps, nil
 }
 
 func (c *Client) Stat(ctx context.Context, key string) (core.Info, error) {

@@ -30,14 +30,14 @@ func infoFromPB(p *pb.Info) core.Info {
 }
 
 func locationToPB(l core.Location) *pb.Location {
-	return &pb.Location{Scheme: l.Scheme, Path: l.Path, Bucket: l.Bucket, Prefix: l.Prefix, Options: l.Options}
+	return &pb.Location{Scheme: l.Scheme, Path: l.Path, Bucket: l.Bucket, Prefix: l.Prefix, Options: l.Options, ReadOnly: l.ReadOnly}
 }
 
 func locationFromPB(p *pb.Location) core.Location {
 	if p == nil {
 		return core.Location{}
 	}
-	l := core.Location{Scheme: p.Scheme, Path: p.Path, Bucket: p.Bucket, Prefix: p.Prefix}
+	l := core.Location{Scheme: p.Scheme, Path: p.Path, Bucket: p.Bucket, Prefix: p.Prefix, ReadOnly: p.ReadOnly}
 	if len(p.Options) > 0 {
 		l.Options = p.Options
 	}
@@ -87,6 +87,7 @@ func capsToPB(c core.Capabilities) *pb.CapabilitiesResponse {
 		OrderedList:    c.OrderedList,
 		ListAfterWrite: c.ListAfterWrite,
 		UniqueVersions: c.UniqueVersions,
+		ReadOnly:       c.ReadOnly,
 	}
 	for _, n := range c.Notes {
 		p.Notes = append(p.Notes, text(n))
@@ -105,6 +106,7 @@ func capsFromPB(p *pb.CapabilitiesResponse) core.Capabilities {
 		OrderedList:      p.OrderedList,
 		ListAfterWrite:   p.ListAfterWrite,
 		UniqueVersions:   p.UniqueVersions,
+		ReadOnly:         p.ReadOnly,
 		Notes:            p.Notes,
 	}
 	if l := p.Limits; l != nil {
@@ -113,5 +115,15 @@ func capsFromPB(p *pb.CapabilitiesResponse) core.Capabilities {
 	for _, g := range p.Gates {
 		c.Gates = append(c.Gates, core.GateSpec{Name: g.Name, Scope: scope(g.Scope), Covers: g.Covers})
 	}
+	return c
+}
+
+// forceReadOnly makes c declare a read-only instance: a host that asked for
+// read-only never relies on the plugin having understood the request.
+func forceReadOnly(c core.Capabilities) core.Capabilities {
+	none := core.Capability{Level: core.LevelNone, Scope: core.ScopeNone, Reason: "opened read-only"}
+	c.CreateIfAbsent, c.ReplaceIfVersion, c.DeleteIfVersion = none, none, none
+	c.Gates = nil
+	c.ReadOnly = true
 	return c
 }

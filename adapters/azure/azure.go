@@ -116,7 +116,10 @@ type Driver struct {
 	caps   core.Capabilities
 	// condDelete says delete-if-version is declared (and so provided).
 	condDelete bool
-	closed     atomic.Bool
+	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	// every write is refused.
+	readOnly bool
+	closed   atomic.Bool
 
 	markers markerCache
 }
@@ -221,6 +224,15 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	}
 	if !isAzurePublicEndpoint(svc.URL()) {
 		caps.Notes = append(caps.Notes, "the endpoint is not *.blob.core.windows.net: versions are whatever ETags it issues (Azurite 3.37 issues time x random(70000..100000), so two writes of one key in the same millisecond repeat a token with probability 1 in 30001)")
+	}
+	if loc.ReadOnly {
+		d.readOnly = true
+		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
+		caps.ReadOnly = true
+		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
+		d.caps = caps
+		return d, nil
 	}
 	switch condMode {
 	case "on":
@@ -406,6 +418,9 @@ func (d *Driver) Close() error {
 
 // AcquireGate refuses: the adapter declares no gates.
 func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+	if d.readOnly {
+		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+	}
 	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported, "gate %q is not declared: the azure adapter offers no gates", name)
 }
 

@@ -130,6 +130,9 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	if err != nil {
 		return core.Info{}, err
 	}
+	if d.readOnly {
+		return core.Info{}, core.ReadOnlyError(op, key)
+	}
 	var cond *blob.ModifiedAccessConditions
 	switch opts.Mode {
 	case core.PutOverwrite:
@@ -251,6 +254,9 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if err != nil {
 		return err
 	}
+	if d.readOnly {
+		return core.ReadOnlyError(op, key)
+	}
 	if opts.IfVersion != "" && !d.condDelete {
 		return core.Errorf(op, key, core.ErrUnsupported, "delete-if-version is declared none: %s", d.caps.DeleteIfVersion.Reason)
 	}
@@ -309,6 +315,9 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
 		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys in one call; the azure adapter takes at most %d", len(keys), maxDeleteBatch)
+	}
+	if d.readOnly {
+		return nil, core.ReadOnlyError(op, "")
 	}
 	if err := d.enter(ctx, op, ""); err != nil {
 		return nil, err

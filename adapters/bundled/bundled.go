@@ -81,6 +81,23 @@ func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, er
 	return OpenAdapter(ctx, a.Name, loc, logger)
 }
 
+// OpenReadOnly is Open with the location's ReadOnly set: the adapter writes
+// nothing, not even at open (no reserved folder, no lock files, no probe
+// objects), declares read-only and refuses every write, and so does the
+// returned Store. For commands that only look at a store.
+func OpenReadOnly(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
+	loc, err := core.ParseLocation(uri)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ForScheme(loc.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	loc.ReadOnly = true
+	return OpenAdapter(ctx, a.Name, loc, logger)
+}
+
 // OpenAdapter launches the named bundled adapter on loc.
 func OpenAdapter(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*core.Store, error) {
 	c, err := pluginproto.LaunchBundled(ctx, name, loc, logger)

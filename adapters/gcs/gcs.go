@@ -109,6 +109,9 @@ type Driver struct {
 	prefix string
 	del    deleteStrategy
 	caps   core.Capabilities
+	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	// every write is refused.
+	readOnly bool
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -244,6 +247,7 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	case emulator != "":
 		target = "emulator " + emulator + " from STORAGE_EMULATOR_HOST (no authentication)"
 	}
+	d.readOnly = loc.ReadOnly
 	if err := d.setup(ctx, cfg, target); err != nil {
 		client.Close()
 		return nil, err
@@ -282,6 +286,14 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 			"no gates: GCS has no lock primitive that survives a crashed holder, so none is offered",
 			"DeleteMany runs at most 16 single-object deletes at once: the JSON API has no multi-object delete",
 		},
+	}
+	if d.readOnly {
+		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
+		caps.ReadOnly = true
+		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
+		d.caps = caps
+		return nil
 	}
 	var obs, matchObs *delObservation
 	if cfg.condDel == modeAuto {
@@ -334,6 +346,9 @@ func (d *Driver) Close() error { return d.client.Close() }
 
 // AcquireGate refuses: the adapter declares no gates.
 func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+	if d.readOnly {
+		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+	}
 	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported,
 		"gate %q is not declared: the gcs adapter offers no gates (GCS has no lock that survives a crashed holder)", name)
 }

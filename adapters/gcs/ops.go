@@ -108,6 +108,9 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	if err != nil {
 		return core.Info{}, err
 	}
+	if d.readOnly {
+		return core.Info{}, core.ReadOnlyError(op, key)
+	}
 	switch opts.Mode {
 	case core.PutOverwrite, core.PutCreateIfAbsent:
 		if opts.IfVersion != "" {
@@ -290,6 +293,9 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if err != nil {
 		return err
 	}
+	if d.readOnly {
+		return core.ReadOnlyError(op, key)
+	}
 	if err := ctx.Err(); err != nil {
 		return ctxErr(op, key, err)
 	}
@@ -378,6 +384,9 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
 		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
+	}
+	if d.readOnly {
+		return nil, core.ReadOnlyError(op, "")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(op, "", err)

@@ -18,6 +18,9 @@ import (
 // ctx ends the wait.
 func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
 	const op = "acquire-gate"
+	if d.openRO {
+		return core.GateLease{}, core.ReadOnlyError(op, name)
+	}
 	if err := d.checkGate(op, name); err != nil {
 		return core.GateLease{}, err
 	}

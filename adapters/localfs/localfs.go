@@ -30,6 +30,10 @@
 //     descriptor. A symlink anywhere on a key's path is refused with
 //     ErrPermissionDenied and never followed.
 //
+// Opened read-only (core.Location.ReadOnly, OpenReadOnly) the adapter writes
+// nothing at all, not even its reserved directory: it serves Get, Stat and
+// List and refuses every write with ErrPermissionDenied.
+//
 // Names reserved for the adapter: the top-level directory ".retain-localfs"
 // and any segment beginning ".retain-tmp-". Keys using them are refused with
 // ErrInvalidArgument and List never shows them.
@@ -91,7 +95,7 @@ var Adapter = core.Adapter{
 			return nil, core.Errorf("open", loc.String(), core.ErrInvalidArgument,
 				"localfs takes no URI options, found %s", strings.Join(names, ", "))
 		}
-		d, err := Open(loc.Path)
+		d, err := openWith(loc.Path, openOptions{readOnly: loc.ReadOnly})
 		if err != nil {
 			return nil, err
 		}
@@ -111,6 +115,7 @@ type Driver struct {
 	createOK bool // link(2) is trusted
 	lockOK   bool // flock(2) is trusted: gated ops and gates
 	readOnly bool // the root is not writable
+	openRO   bool // opened read-only (core.Location.ReadOnly): nothing is ever written
 	xattr    bool // user xattrs work: writes stamp the version xattr
 
 	// mu guards the directory descriptors against Close: operations hold
@@ -143,6 +148,8 @@ type openOptions struct {
 	noLink  bool    // pretend the link(2) probe failed
 	noFlock bool    // pretend the flock(2) probe failed
 	noXattr bool    // pretend the filesystem refuses user xattrs
+
+	readOnly bool // open read-only: create nothing, probe nothing, write nothing
 }
 
 // Open opens the store rooted at root, an absolute path to an existing
@@ -150,6 +157,16 @@ type openOptions struct {
 // not become a new, empty store that every read reports as "nothing here".
 func Open(root string) (*Driver, error) {
 	return openWith(root, openOptions{})
+}
+
+// OpenReadOnly opens the store rooted at root without writing anything: the
+// reserved directory is neither created nor used, the filesystem is not
+// probed, every conditional capability is none, no gate is offered, and
+// Put, Delete, DeleteMany and AcquireGate fail with ErrPermissionDenied.
+// Get, Stat and List work as usual (List still hides the reserved
+// directory and temp files a writable open left behind).
+func OpenReadOnly(root string) (*Driver, error) {
+	return openWith(root, openOptions{readOnly: true})
 }
 
 func openWith(root string, o openOptions) (*Driver, error) {

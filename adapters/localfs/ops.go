@@ -86,6 +86,9 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 		return core.Info{}, err
 	}
 	defer leave()
+	if d.openRO {
+		return core.Info{}, core.ReadOnlyError(op, key)
+	}
 	if d.readOnly {
 		return core.Info{}, core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}
@@ -341,6 +344,9 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		return err
 	}
 	defer leave()
+	if d.openRO {
+		return core.ReadOnlyError(op, key)
+	}
 	if d.readOnly {
 		return core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}
@@ -417,6 +423,9 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 		return nil, err
 	}
 	defer leave()
+	if d.openRO {
+		return nil, core.ReadOnlyError(op, "")
+	}
 	if d.readOnly {
 		return nil, core.Errorf(op, "", core.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}

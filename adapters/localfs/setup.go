@@ -86,6 +86,17 @@ func (d *Driver) setup(o openOptions) error {
 		caps.Notes = append(caps.Notes, "unknown filesystem type: link(2), flock(2) and xattrs were probed at open and are trusted as probed")
 	}
 
+	if o.readOnly {
+		d.openRO = true
+		d.readOnly = true
+		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
+		caps.ReadOnly = true
+		caps.Notes = append(caps.Notes, "opened read-only: nothing was created or probed, and every write is refused")
+		d.caps = caps
+		return nil
+	}
+
 	xattrOK := false
 	rfd, err := ensureDir(d.rootFd, reservedDir)
 	if err != nil {

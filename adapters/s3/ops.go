@@ -171,6 +171,9 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	if err := checkKey(op, key); err != nil {
 		return core.Info{}, err
 	}
+	if d.readOnly {
+		return core.Info{}, core.ReadOnlyError(op, key)
+	}
 	if err := ctx.Err(); err != nil {
 		return core.Info{}, ctxError(op, key, err)
 	}
@@ -325,6 +328,9 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if err := checkKey(op, key); err != nil {
 		return err
 	}
+	if d.readOnly {
+		return core.ReadOnlyError(op, key)
+	}
 	in := &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key))}
 	if opts.IfVersion == "" {
 		_, err := d.client.DeleteObject(ctx, in)
@@ -392,6 +398,9 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
 		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys: DeleteObjects takes at most %d", len(keys), maxDeleteBatch)
+	}
+	if d.readOnly {
+		return nil, core.ReadOnlyError(op, "")
 	}
 	res := make([]core.DeleteResult, len(keys))
 	at := map[string][]int{} // full key -> indexes, for duplicates

@@ -187,6 +187,9 @@ type Driver struct {
 	// verifyMD5: the endpoint's ETags are the MD5 of the body (probed at
 	// open), so Get checks every body it streams against its ETag.
 	verifyMD5 bool
+	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	// every write is refused.
+	readOnly bool
 
 	closeOnce sync.Once
 	transport *http.Transport
@@ -289,6 +292,17 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 			"list order and list-after-write rely on the endpoint listing in UTF-8 byte order with strong consistency, as AWS S3 does since December 2020",
 		},
 	}
+	none := func(reason string) core.Capability { return core.Capability{Level: core.LevelNone, Reason: reason} }
+	if loc.ReadOnly {
+		// Open writes nothing: no probe, so nothing is declared that only
+		// the probe could establish.
+		d.readOnly = true
+		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none("opened read-only"), none("opened read-only"), none("opened read-only")
+		caps.ReadOnly = true
+		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
+		d.caps = caps
+		return d, nil
+	}
 	pr, err := d.probe(ctx, o)
 	if err != nil {
 		d.Close()
@@ -297,7 +311,6 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	native := func(reason string) core.Capability {
 		return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
 	}
-	none := func(reason string) core.Capability { return core.Capability{Level: core.LevelNone, Reason: reason} }
 	switch {
 	case o.ConditionalWrite == ModeOff:
 		caps.CreateIfAbsent = none("conditional-write=off in the store URI")
@@ -382,6 +395,9 @@ func (d *Driver) Close() error {
 
 // AcquireGate refuses: the adapter declares no gates.
 func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+	if d.readOnly {
+		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+	}
 	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported,
 		"the s3 adapter declares no gates: S3 has no lock primitive to build one on")
 }

@@ -54,7 +54,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "List live checkpoints with their pin health",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := a.openStore(cmd.Context(), args[0])
+			s, _, err := a.openStoreReadOnly(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -81,7 +81,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: its pinned versions and the health of every pin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := a.openStore(cmd.Context(), args[1])
+			s, _, err := a.openStoreReadOnly(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}

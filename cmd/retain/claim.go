@@ -22,6 +22,17 @@ func (a *app) openStore(ctx context.Context, uri string) (*core.Store, core.Loca
 	return s, loc, err
 }
 
+// openStoreReadOnly opens the store for a command that only looks: the
+// adapter writes nothing, not even at open, and every write is refused.
+func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, core.Location, error) {
+	loc, err := core.ParseLocation(uri)
+	if err != nil {
+		return nil, loc, err
+	}
+	s, err := bundled.OpenReadOnly(ctx, uri, a.logger())
+	return s, loc, err
+}
+
 // claimStatus is the JSON of `retain claim status`.
 type claimStatus struct {
 	Store   string         `json:"store"`
@@ -38,7 +49,7 @@ func (a *app) claimCmd() *cobra.Command {
 		Short: "Show who holds the store's retention claim, or that it is free",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := a.openStore(cmd.Context(), args[0])
+			s, _, err := a.openStoreReadOnly(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -245,15 +245,15 @@ func (a *app) inspect(ctx context.Context, uri string, o inspectOptions) error {
 			return usageError{fmt.Errorf("--branch: %w", err)}
 		}
 	}
-	// A local path is checked before the store is opened: opening creates
-	// a missing root and the adapter's own folder in it, which a mistyped
-	// path must not get.
+	// A local path is checked before the store is opened, for a clearer
+	// message about a mistyped path. The store is opened read-only: inspect
+	// writes nothing, not even the adapter's own folder or probe objects.
 	if loc.Scheme == "file" {
 		if err := checkLocalDataset(uri, loc.Path); err != nil {
 			return err
 		}
 	}
-	s, err := bundled.Open(ctx, uri, a.logger())
+	s, err := bundled.OpenReadOnly(ctx, uri, a.logger())
 	if err != nil {
 		return err
 	}

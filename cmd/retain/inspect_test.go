@@ -224,6 +224,7 @@ func TestInspectFixtures(t *testing.T) {
 		fx := fixtures[name]
 		t.Run(name, func(t *testing.T) {
 			dir := copyFixture(t, fx.Table)
+			pristine := folderState(t, dir)
 			uri := dir
 			if i%2 == 0 {
 				uri = "file://" + dir
@@ -269,6 +270,9 @@ func TestInspectFixtures(t *testing.T) {
 			if got := filesUnder(t, dir); strings.Join(got, "\n") != strings.Join(fx.Files, "\n") {
 				t.Errorf("inspect changed the dataset: %v, was %v", got, fx.Files)
 			}
+			// Read-only open: the folder is byte-identical, with no
+			// .retain-localfs or any other new entry.
+			wantUnchanged(t, "inspect", pristine, folderState(t, dir))
 		})
 	}
 }

@@ -101,12 +101,18 @@ func (x *ErrorDetail) GetMessage() string {
 }
 
 type Location struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Scheme        string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	Bucket        string                 `protobuf:"bytes,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
-	Prefix        string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	Options       map[string]string      `protobuf:"bytes,5,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Scheme  string                 `protobuf:"bytes,1,opt,name=scheme,proto3" json:"scheme,omitempty"`
+	Path    string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Bucket  string                 `protobuf:"bytes,3,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Prefix  string                 `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	Options map[string]string      `protobuf:"bytes,5,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Open without writing anything (no reserved folders, locks or probe
+	// objects); the adapter refuses every write. How the caller opens, not
+	// where the store is: never a URI query option. A plugin that predates
+	// it ignores it, and the host then refuses writes itself only if the
+	// plugin declares read_only in its capabilities.
+	ReadOnly      bool `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -174,6 +180,13 @@ func (x *Location) GetOptions() map[string]string {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *Location) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
 }
 
 type Info struct {
@@ -570,8 +583,11 @@ type CapabilitiesResponse struct {
 	// for identical bytes. False (the default for plugins that predate it) is
 	// the conservative reading: tokens may repeat, as S3 ETags do.
 	UniqueVersions bool `protobuf:"varint,9,opt,name=unique_versions,json=uniqueVersions,proto3" json:"unique_versions,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The instance was opened read-only: it declares every conditional
+	// capability none and no gates, and refuses every write.
+	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CapabilitiesResponse) Reset() {
@@ -663,6 +679,13 @@ func (x *CapabilitiesResponse) GetNotes() []string {
 func (x *CapabilitiesResponse) GetUniqueVersions() bool {
 	if x != nil {
 		return x.UniqueVersions
+	}
+	return false
+}
+
+func (x *CapabilitiesResponse) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
 	}
 	return false
 }
@@ -1549,13 +1572,14 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
 	"\x02op\x18\x02 \x01(\tR\x02op\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xe6\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x83\x02\n" +
 	"\bLocation\x12\x16\n" +
 	"\x06scheme\x18\x01 \x01(\tR\x06scheme\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x16\n" +
 	"\x06bucket\x18\x03 \x01(\tR\x06bucket\x12\x16\n" +
 	"\x06prefix\x18\x04 \x01(\tR\x06prefix\x12B\n" +
-	"\aoptions\x18\x05 \x03(\v2(.retain.storage.v1.Location.OptionsEntryR\aoptions\x1a:\n" +
+	"\aoptions\x18\x05 \x03(\v2(.retain.storage.v1.Location.OptionsEntryR\aoptions\x12\x1b\n" +
+	"\tread_only\x18\x06 \x01(\bR\breadOnly\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"}\n" +
@@ -1582,7 +1606,7 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x06Limits\x12&\n" +
 	"\x0fmax_object_size\x18\x01 \x01(\x03R\rmaxObjectSize\x12(\n" +
 	"\x10max_delete_batch\x18\x02 \x01(\x03R\x0emaxDeleteBatch\x12\"\n" +
-	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\"\xe9\x03\n" +
+	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\"\x86\x04\n" +
 	"\x14CapabilitiesResponse\x12G\n" +
 	"\x10create_if_absent\x18\x01 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x0ecreateIfAbsent\x12K\n" +
 	"\x12replace_if_version\x18\x02 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x10replaceIfVersion\x12I\n" +
@@ -1592,7 +1616,9 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\fordered_list\x18\x06 \x01(\bR\vorderedList\x12(\n" +
 	"\x10list_after_write\x18\a \x01(\bR\x0elistAfterWrite\x12\x14\n" +
 	"\x05notes\x18\b \x03(\tR\x05notes\x12'\n" +
-	"\x0funique_versions\x18\t \x01(\bR\x0euniqueVersions\"\x1e\n" +
+	"\x0funique_versions\x18\t \x01(\bR\x0euniqueVersions\x12\x1b\n" +
+	"\tread_only\x18\n" +
+	" \x01(\bR\breadOnly\"\x1e\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"N\n" +

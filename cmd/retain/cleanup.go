@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retain-dev/retain/core/retention"
+)
+
+// cleanupPreviewJSON is the JSON of `retain cleanup preview --json`
+// (docs/cleanup.md): the store's plan plus the two statements.
+type cleanupPreviewJSON struct {
+	Store string `json:"store"`
+	*retention.StorePlan
+	// RunNeedsWriteOutage is always true: `retain cleanup run` needs that
+	// no writer commits to these tables while it runs.
+	RunNeedsWriteOutage bool `json:"run_needs_write_outage"`
+	// DeferringCost is what waiting keeps accumulating.
+	DeferringCost deferringCost `json:"deferring_cost"`
+}
+
+type deferringCost struct {
+	VersionsRemovable int        `json:"versions_removable"`
+	BytesReclaimable  int64      `json:"bytes_reclaimable"`
+	Since             *time.Time `json:"since,omitempty"`
+}
+
+func (a *app) cleanupCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "cleanup", Short: "Remove old Lance versions while keeping every version a root protects"}
+	var olderThan time.Duration
+	var keepLast int
+	preview := &cobra.Command{
+		Use:   "preview STORE [--older-than D] [--keep-last N]",
+		Short: "Show, read-only and provisionally, which versions a cleanup would keep or remove and why",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if olderThan <= 0 && keepLast <= 0 {
+				return usageError{fmt.Errorf("cleanup preview needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
+			}
+			s, _, err := a.openStoreReadOnly(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			p, err := retention.Preview(cmd.Context(), s, retention.Policy{OlderThan: olderThan, KeepLast: keepLast})
+			if err != nil {
+				return err
+			}
+			cost := deferringCost{VersionsRemovable: p.Totals.VersionsRemoved, BytesReclaimable: p.Totals.BytesToDelete, Since: p.Totals.OldestRemovable}
+			if a.jsonOut {
+				return a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost})
+			}
+			a.printPreview(args[0], p, cost)
+			return nil
+		},
+	}
+	preview.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
+	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	cmd.AddCommand(preview)
+	return cmd
+}
+
+func (a *app) printPreview(store string, p *retention.StorePlan, cost deferringCost) {
+	w := a.stdout
+	var pol []string
+	if p.Policy.OlderThan != "" {
+		pol = append(pol, fmt.Sprintf("older than %s (cut-off %s)", p.Policy.OlderThan, p.Policy.Cutoff.Format(time.RFC3339)))
+	}
+	if p.Policy.KeepLast > 0 {
+		pol = append(pol, fmt.Sprintf("keep last %d", p.Policy.KeepLast))
+	}
+	fmt.Fprintf(w, "cleanup preview of %s (PROVISIONAL: `retain cleanup run` recomputes the plan under the claim)\n", store)
+	fmt.Fprintf(w, "window: %s; registry version %d; %d live checkpoints\n", strings.Join(pol, " or "), p.RegistryVersion, len(p.Checkpoints))
+	for _, tp := range p.Tables {
+		fmt.Fprintf(w, "\ntable %s\n", tp.Table)
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  BRANCH\tVERSION\tCOMMITTED\tDECISION\tWHY")
+		for _, v := range tp.Versions {
+			dec := "KEEP"
+			if !v.Keep {
+				dec = "REMOVE"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", v.Branch, v.Version, v.Timestamp.Format(time.RFC3339), dec, strings.Join(v.Reasons, "; "))
+		}
+		tw.Flush()
+		for _, n := range tp.Notes {
+			fmt.Fprintln(w, "  note:", n)
+		}
+		fmt.Fprintf(w, "  %d kept, %d removed; %d files, %s would be reclaimed\n",
+			tp.Totals.VersionsKept, tp.Totals.VersionsRemoved, tp.Totals.FilesToDelete, bytesText(tp.Totals.BytesToDelete))
+	}
+	fmt.Fprintf(w, "\ntotal: %d tables, %d versions kept, %d removed; %d files, %s would be reclaimed\n",
+		p.Totals.Tables, p.Totals.VersionsKept, p.Totals.VersionsRemoved, p.Totals.FilesToDelete, bytesText(p.Totals.BytesToDelete))
+	fmt.Fprintln(w, "\nwrite outage: `retain cleanup run` needs one: no writer may commit to these tables while it runs,")
+	fmt.Fprintln(w, "because a commit in flight could reference files the run is deleting.")
+	if cost.VersionsRemovable == 0 {
+		fmt.Fprintln(w, "deferring: nothing is removable under this window now; deferring costs nothing yet.")
+	} else {
+		fmt.Fprintf(w, "deferring: %d removable versions, %s, have been accumulating since %s; every commit until cleanup runs adds to them.\n",
+			cost.VersionsRemovable, bytesText(cost.BytesReclaimable), cost.Since.Format(time.RFC3339))
+	}
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %s (%d bytes)", f, []string{"B", "KiB", "MiB", "GiB", "TiB"}[i], n)
+}

@@ -1,0 +1,354 @@
+// Package retention plans the cleanup of a whole store: every Lance table
+// of it, with the versions live checkpoints pin added to each table's root
+// set. Preview is read-only and provisional: it takes no claim and writes
+// nothing; `retain cleanup run` (not built yet) recomputes the plan under
+// the claim.
+//
+// Root set of a table (issue 7, section 1):
+//   - every live branch head, Lance tags (foreign tags and retain's own
+//     "ogcp_" pin tags) and fork points of child branches: kept by
+//     lance.PlanCleanup itself;
+//   - every version a live checkpoint pins: passed to lance.PlanCleanup as
+//     an extra root with the reason "checkpoint <name> (<id>)", so the
+//     preview names the checkpoint even when its pin tag protects the same
+//     version;
+//   - the operator's window (OlderThan and/or KeepLast).
+//
+// Failure to resolve or read any root — an unreadable registry, a corrupt
+// manifest, a malformed tag or branch file, a pinned version that is gone
+// or is another commit — refuses the whole store's preview with a
+// *RefusedError naming the table and the key. Nothing is planned partially.
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/core/lance"
+)
+
+// ErrPreviewRefused: the store's cleanup plan was refused because a root
+// could not be resolved or read. Nothing is planned for any table.
+var ErrPreviewRefused = errors.New("cleanup plan refused")
+
+// RefusedError is a refusal of the whole store's plan. It matches
+// ErrPreviewRefused and its cause (lance.ErrCleanupRefused,
+// lance.ErrCorruptManifest, checkpoint.ErrCorruptRegistry, ...).
+type RefusedError struct {
+	// Table is the table folder ("t.lance"); "" for the registry or the
+	// store as a whole.
+	Table string
+	// Key is the object that caused the refusal ("" when none).
+	Key    string
+	Reason string
+	Cause  error
+}
+
+func (e *RefusedError) Error() string {
+	var b strings.Builder
+	b.WriteString("cleanup plan of the store refused")
+	if e.Table != "" {
+		fmt.Fprintf(&b, ": table %q", e.Table)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, ": key %q", e.Key)
+	}
+	if e.Reason != "" {
+		b.WriteString(": " + e.Reason)
+	}
+	if e.Cause != nil {
+		b.WriteString(": " + e.Cause.Error())
+	}
+	b.WriteString("; no table was planned: fix the object named (or run `retain reconcile`), then preview again")
+	return b.String()
+}
+
+func (e *RefusedError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{ErrPreviewRefused}
+	}
+	return []error{ErrPreviewRefused, e.Cause}
+}
+
+// Policy is the operator's window. At least one of OlderThan and KeepLast
+// must be set; a version is kept when either keeps it.
+type Policy struct {
+	// OlderThan: versions committed more than this long before Now may be
+	// removed. 0: no time window.
+	OlderThan time.Duration
+	// KeepLast keeps the newest KeepLast versions of each branch.
+	KeepLast int
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// StorePlan is the provisional cleanup plan of a store. Its JSON form is
+// what `retain cleanup preview --json` prints (docs/cleanup.md).
+type StorePlan struct {
+	// Provisional is always true: `run` recomputes under the claim.
+	Provisional     bool         `json:"provisional"`
+	PlannedAt       time.Time    `json:"planned_at"`
+	Policy          PolicyEcho   `json:"policy"`
+	RegistryVersion uint64       `json:"registry_version"`
+	Checkpoints     []Checkpoint `json:"checkpoints"`
+	Tables          []TablePlan  `json:"tables"`
+	Totals          Totals       `json:"totals"`
+}
+
+// PolicyEcho is the window the plan was made with.
+type PolicyEcho struct {
+	OlderThan string     `json:"older_than,omitempty"`
+	Cutoff    *time.Time `json:"cutoff,omitempty"`
+	KeepLast  int        `json:"keep_last,omitempty"`
+}
+
+// Checkpoint is a live checkpoint whose pins are roots.
+type Checkpoint struct {
+	Name string `json:"name"`
+	ID   string `json:"id"`
+	Pins int    `json:"pins"`
+}
+
+// TablePlan is one table's plan.
+type TablePlan struct {
+	// Table is the table's folder at the top of the store ("t.lance").
+	Table    string            `json:"table"`
+	Versions []VersionDecision `json:"versions"`
+	Totals   TableTotals       `json:"totals"`
+	Notes    []string          `json:"notes,omitempty"`
+	// Lance is the Lance layer's full plan (files to delete and why); not
+	// printed.
+	Lance *lance.Plan `json:"-"`
+}
+
+// VersionDecision is one version of one branch of a table.
+type VersionDecision struct {
+	Branch    string    `json:"branch"` // "main" for main
+	Version   uint64    `json:"version"`
+	Timestamp time.Time `json:"timestamp"`
+	Keep      bool      `json:"keep"`
+	// Reasons say why it is kept ("branch head main", "checkpoint n (id)",
+	// "window: keep-last 2", "window: committed at or after the cut-off",
+	// "foreign tag T", "checkpoint pin tag ogcp_...", "fork point of
+	// branch B") or why it is removed.
+	Reasons []string `json:"reasons"`
+}
+
+// TableTotals sums one table up.
+type TableTotals struct {
+	VersionsKept    int   `json:"versions_kept"`
+	VersionsRemoved int   `json:"versions_removed"`
+	FilesToDelete   int   `json:"files_to_delete"`
+	BytesToDelete   int64 `json:"bytes_to_delete"`
+	// OldestRemovable is the commit time of the oldest removed version.
+	OldestRemovable *time.Time `json:"oldest_removable,omitempty"`
+}
+
+// Totals sums the store up: what deferring cleanup keeps accumulating.
+type Totals struct {
+	Tables          int        `json:"tables"`
+	VersionsKept    int        `json:"versions_kept"`
+	VersionsRemoved int        `json:"versions_removed"`
+	FilesToDelete   int        `json:"files_to_delete"`
+	BytesToDelete   int64      `json:"bytes_to_delete"`
+	OldestRemovable *time.Time `json:"oldest_removable,omitempty"`
+}
+
+// root is one checkpoint pin of a table.
+type root struct {
+	row  checkpoint.Row
+	name string
+}
+
+// Preview plans the cleanup of every table of store s under p, reading
+// only: the tables (protocol.DiscoverTables), the registry head, each
+// pinned version's manifest, and what lance.PlanCleanup reads. Any root it
+// cannot resolve refuses the whole store with a *RefusedError.
+func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
+	if p.OlderThan == 0 && p.KeepLast == 0 {
+		return nil, core.Errorf("cleanup-preview", "", core.ErrInvalidArgument, "set --older-than and/or --keep-last: say which versions to keep (keep-last 1 keeps only the latest)")
+	}
+	if p.OlderThan < 0 || p.KeepLast < 0 {
+		return nil, core.Errorf("cleanup-preview", "", core.ErrInvalidArgument, "older-than %s / keep-last %d: neither may be negative", p.OlderThan, p.KeepLast)
+	}
+	now := time.Now()
+	if p.Now != nil {
+		now = p.Now()
+	}
+	now = now.UTC()
+	plan := &StorePlan{Provisional: true, PlannedAt: now, Policy: PolicyEcho{KeepLast: p.KeepLast},
+		Checkpoints: []Checkpoint{}, Tables: []TablePlan{}}
+	var cutoff time.Time
+	if p.OlderThan > 0 {
+		cutoff = now.Add(-p.OlderThan)
+		plan.Policy.OlderThan = p.OlderThan.String()
+		plan.Policy.Cutoff = &cutoff
+	}
+
+	// The registry: live checkpoints and their rows.
+	rv, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
+	if err != nil {
+		return nil, &RefusedError{Key: checkpoint.RegistryPath, Reason: "reading the checkpoint registry head", Cause: err}
+	}
+	plan.RegistryVersion = uint64(rv)
+	pins := map[string][]root{} // by table path
+	for _, c := range snap.Live() {
+		plan.Checkpoints = append(plan.Checkpoints, Checkpoint{Name: c.Name, ID: string(c.ID), Pins: len(c.Rows)})
+		for _, r := range c.Rows {
+			pins[r.Path] = append(pins[r.Path], root{row: r, name: c.Name})
+		}
+	}
+
+	tables, err := protocol.DiscoverTables(ctx, s)
+	if err != nil {
+		return nil, &RefusedError{Reason: "discovering the store's tables", Cause: err}
+	}
+	found := map[string]bool{}
+	for _, t := range tables {
+		found[t] = true
+	}
+	var missing []string
+	for path := range pins {
+		if !found[path] {
+			missing = append(missing, path)
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		r := pins[missing[0]][0]
+		return nil, &RefusedError{Table: missing[0], Key: missing[0] + "/",
+			Reason: fmt.Sprintf("checkpoint %s (%s) pins %s v%d of a table that no longer exists", r.name, r.row.CheckpointID, r.row.Branch, r.row.Version)}
+	}
+
+	// Resolve every root before planning any table.
+	extra := map[string][]lance.Root{}
+	datasets := map[string]*lance.Dataset{}
+	for _, t := range tables {
+		ds, err := lance.Open(s, t)
+		if err != nil {
+			return nil, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}
+		}
+		datasets[t] = ds
+		for _, r := range pins[t] {
+			if err := checkPin(ctx, ds, r); err != nil {
+				return nil, err
+			}
+			extra[t] = append(extra[t], lance.Root{Branch: r.row.Branch, Version: r.row.Version,
+				Reason: fmt.Sprintf("checkpoint %s (%s)", r.name, r.row.CheckpointID)})
+		}
+	}
+
+	for _, t := range tables {
+		lp, err := datasets[t].PlanCleanup(ctx, lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: extra[t], Now: func() time.Time { return now }})
+		if err != nil {
+			if errors.Is(err, lance.ErrNotDataset) && len(pins[t]) == 0 {
+				// A table being created or half deleted: nothing to plan.
+				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{},
+					Notes: []string{"no manifest: a table being created or half deleted; skipped"}})
+				continue
+			}
+			re := &RefusedError{Table: t, Reason: "planning the table's cleanup", Cause: err}
+			var ce *lance.CleanupError
+			if errors.As(err, &ce) {
+				re.Key = ce.Key
+			}
+			return nil, re
+		}
+		plan.Tables = append(plan.Tables, tablePlan(t, lp))
+	}
+	for _, tp := range plan.Tables {
+		plan.Totals.Tables++
+		plan.Totals.VersionsKept += tp.Totals.VersionsKept
+		plan.Totals.VersionsRemoved += tp.Totals.VersionsRemoved
+		plan.Totals.FilesToDelete += tp.Totals.FilesToDelete
+		plan.Totals.BytesToDelete += tp.Totals.BytesToDelete
+		if o := tp.Totals.OldestRemovable; o != nil && (plan.Totals.OldestRemovable == nil || o.Before(*plan.Totals.OldestRemovable)) {
+			plan.Totals.OldestRemovable = o
+		}
+	}
+	return plan, nil
+}
+
+// checkPin confirms a checkpoint row's version exists on its branch and is
+// still the commit the row names.
+func checkPin(ctx context.Context, ds *lance.Dataset, r root) error {
+	t := ds.Root
+	who := fmt.Sprintf("checkpoint %s (%s) pins %s v%d", r.name, r.row.CheckpointID, r.row.Branch, r.row.Version)
+	ref, err := lance.ParsePhysRef(r.row.PhysicalRef)
+	if err != nil {
+		return &RefusedError{Table: t, Key: checkpoint.RegistryPath, Reason: who + ": its physical ref does not parse", Cause: err}
+	}
+	bds := ds
+	if r.row.Branch != checkpoint.MainBranch {
+		if bds, err = ds.Branch(r.row.Branch); err != nil {
+			return &RefusedError{Table: t, Reason: who + ": bad branch", Cause: err}
+		}
+	}
+	if err := bds.CheckPhysRef(ctx, ref); err != nil {
+		reason := who + ": the pinned version cannot be read"
+		if errors.Is(err, core.ErrNotFound) {
+			reason = who + ": the pinned version is missing"
+		} else if errors.Is(err, lance.ErrPhysRefMismatch) {
+			reason = who + ": the pinned version is no longer the commit the checkpoint names (run `retain reconcile`)"
+		}
+		return &RefusedError{Table: t, Key: ref.Key, Reason: reason, Cause: err}
+	}
+	return nil
+}
+
+func tablePlan(t string, lp *lance.Plan) TablePlan {
+	tp := TablePlan{Table: t, Versions: make([]VersionDecision, 0, len(lp.Versions)), Notes: lp.Notes, Lance: lp}
+	for _, v := range lp.Versions {
+		b := v.Branch
+		if b == "" {
+			b = checkpoint.MainBranch
+		}
+		d := VersionDecision{Branch: b, Version: v.Version, Timestamp: v.Timestamp.UTC(), Keep: v.Keep, Reasons: make([]string, 0, len(v.Reasons))}
+		for _, r := range v.Reasons {
+			d.Reasons = append(d.Reasons, reason(b, r))
+		}
+		if v.Keep {
+			tp.Totals.VersionsKept++
+		} else {
+			tp.Totals.VersionsRemoved++
+			if ts := d.Timestamp; tp.Totals.OldestRemovable == nil || ts.Before(*tp.Totals.OldestRemovable) {
+				tp.Totals.OldestRemovable = &ts
+			}
+		}
+		tp.Versions = append(tp.Versions, d)
+	}
+	tp.Totals.FilesToDelete = lp.Totals.FilesToDelete
+	tp.Totals.BytesToDelete = lp.Totals.BytesToDelete
+	return tp
+}
+
+// reason rewrites a Lance plan reason in the terms of issue 7.
+func reason(branch, r string) string {
+	switch {
+	case r == "latest":
+		return "branch head " + branch
+	case strings.HasPrefix(r, "keep-last "):
+		return "window: " + r
+	case strings.HasPrefix(r, "not older than the cut-off "):
+		return "window: committed at or after the cut-off " + strings.TrimPrefix(r, "not older than the cut-off ")
+	case strings.HasPrefix(r, "tag "):
+		name := strings.TrimPrefix(r, "tag ")
+		if checkpoint.IsReservedTag(name) {
+			return "checkpoint pin tag " + name
+		}
+		return "foreign tag " + name
+	case strings.HasPrefix(r, "extra root: "):
+		return strings.TrimPrefix(r, "extra root: ")
+	case strings.HasPrefix(r, "removed: "):
+		r = strings.TrimPrefix(r, "removed: ")
+		return strings.Replace(r, "; not the latest, tagged, a fork point or an extra root", "; no branch head, tag, fork point or checkpoint keeps it", 1)
+	}
+	return r
+}

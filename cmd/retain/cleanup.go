@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -60,8 +61,75 @@ func (a *app) cleanupCmd() *cobra.Command {
 	}
 	preview.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
 	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
-	cmd.AddCommand(preview)
+	cmd.AddCommand(preview, a.cleanupRunCmd())
 	return cmd
+}
+
+// errTablesFailed: cleanup run finished but at least one table failed.
+var errTablesFailed = errors.New("cleanup run: some tables failed")
+
+func (a *app) cleanupRunCmd() *cobra.Command {
+	var olderThan time.Duration
+	var keepLast int
+	var confirm bool
+	run := &cobra.Command{
+		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N]",
+		Short: "Remove old Lance versions under the claim, keeping every root; needs a write outage",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if olderThan <= 0 && keepLast <= 0 {
+				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
+			}
+			s, loc, err := a.openStore(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			rep, err := retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
+				retention.RunOptions{ConfirmWriteOutage: confirm})
+			if rep == nil || (err != nil && len(rep.Tables) == 0) {
+				return err
+			}
+			if err == nil && rep.Failed > 0 {
+				err = fmt.Errorf("%w: %d of %d tables failed (see the report)", errTablesFailed, rep.Failed, len(rep.Tables))
+			}
+			if a.jsonOut {
+				if perr := a.printJSON(rep); perr != nil {
+					return perr
+				}
+				return err
+			}
+			a.printRun(args[0], rep)
+			return err
+		},
+	}
+	run.Flags().BoolVar(&confirm, "confirm-write-outage", false, "confirm that no writer commits to the store's tables while cleanup runs")
+	run.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
+	run.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	return run
+}
+
+func (a *app) printRun(store string, rep *retention.RunReport) {
+	w := a.stdout
+	fmt.Fprintf(w, "cleanup run %s of %s: gc boundaries published at registry version %d\n", rep.OperationID, store, rep.BoundaryVersion)
+	for _, tr := range rep.Tables {
+		switch {
+		case tr.Skipped:
+			fmt.Fprintf(w, "  %-24s skipped: %s\n", tr.Table, strings.Join(tr.Notes, "; "))
+		case tr.Error != "":
+			fmt.Fprintf(w, "  %-24s FAILED: %s (%d files, %s deleted before the failure)\n", tr.Table, tr.Error, tr.FilesDeleted, bytesText(tr.BytesDeleted))
+		default:
+			fmt.Fprintf(w, "  %-24s %d versions, %d files, %s removed\n", tr.Table, tr.VersionsRemoved, tr.FilesDeleted, bytesText(tr.BytesDeleted))
+		}
+	}
+	cleaned := 0
+	for _, tr := range rep.Tables {
+		if !tr.Skipped && tr.Error == "" {
+			cleaned++
+		}
+	}
+	fmt.Fprintf(w, "total: %d tables cleaned, %d failed; %d versions, %d files, %s removed\n",
+		cleaned, rep.Failed, rep.Totals.VersionsRemoved, rep.Totals.FilesDeleted, bytesText(rep.Totals.BytesDeleted))
 }
 
 func (a *app) printPreview(store string, p *retention.StorePlan, cost deferringCost) {

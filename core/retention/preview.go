@@ -1,8 +1,8 @@
 // Package retention plans the cleanup of a whole store: every Lance table
 // of it, with the versions live checkpoints pin added to each table's root
 // set. Preview is read-only and provisional: it takes no claim and writes
-// nothing; `retain cleanup run` (not built yet) recomputes the plan under
-// the claim.
+// nothing; Run (`retain cleanup run`) recomputes the plan under the claim
+// and deletes.
 //
 // Root set of a table (issue 7, section 1):
 //   - every live branch head, Lance tags (foreign tags and retain's own

@@ -113,6 +113,23 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 	return rep, nil
 }
 
+// ReconcileHeld runs reconcile under a claim the caller already holds
+// (cleanup run): no acquire, no release, no failpoints of its own. The
+// caller must hold the store's claim for the whole call. With conflicts
+// the error is ErrConflicts and the report says which.
+func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Location) (*Report, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
+	err := o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep) })
+	if err != nil {
+		return rep, err
+	}
+	if len(rep.Conflicts) > 0 {
+		return rep, errorf("reconcile", "", ErrConflicts, "%d conflict(s) left untouched: see the report", len(rep.Conflicts))
+	}
+	return rep, nil
+}
+
 func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report) error {
 	v, snap, err := reg.Head(ctx)
 	if err != nil {

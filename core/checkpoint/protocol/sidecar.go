@@ -108,3 +108,9 @@ func listSidecars(ctx context.Context, s *core.Store) ([]string, error) {
 	}
 	return out, nil
 }
+
+// PendingSidecars returns the keys of every recovery sidecar: creates in
+// flight, or that died and await `retain reconcile`.
+func PendingSidecars(ctx context.Context, s *core.Store) ([]string, error) {
+	return listSidecars(ctx, s)
+}

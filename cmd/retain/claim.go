@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/go-hclog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,23 +14,24 @@ import (
 	"github.com/retain-dev/retain/core/claim"
 )
 
+// openStore opens the store at uri writable (through its bundled adapter,
+// out of process) and returns its parsed location too.
 func (a *app) openStore(ctx context.Context, uri string) (*core.Store, core.Location, error) {
-	loc, err := core.ParseLocation(uri)
-	if err != nil {
-		return nil, loc, err
-	}
-	s, err := bundled.Open(ctx, uri, a.logger())
-	return s, loc, err
+	return a.open(ctx, uri, bundled.Open)
 }
 
 // openStoreReadOnly opens the store for a command that only looks: the
 // adapter writes nothing, not even at open, and every write is refused.
 func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, core.Location, error) {
+	return a.open(ctx, uri, bundled.OpenReadOnly)
+}
+
+func (a *app) open(ctx context.Context, uri string, open func(context.Context, string, hclog.Logger) (*core.Store, error)) (*core.Store, core.Location, error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
 		return nil, loc, err
 	}
-	s, err := bundled.OpenReadOnly(ctx, uri, a.logger())
+	s, err := open(ctx, uri, a.logger())
 	return s, loc, err
 }
 

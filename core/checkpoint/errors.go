@@ -69,14 +69,18 @@ var kindOf = map[error]core.Kind{
 	ErrRefMismatch:        core.ErrPreconditionFailed,
 }
 
-// Error is the one error type of this package besides *NameError: what was
-// attempted, on which key or name, which sentinel, and the cause.
+// Error is the one error type of this package besides *NameError, and of
+// the checkpoint protocols built on it: what was attempted, on which key or
+// name, which sentinel, and the cause.
 type Error struct {
 	Op    string // "reserve", "commit", "head", ...
 	Key   string // the store key, checkpoint name or id concerned; may be empty
-	Err   error  // one of the sentinels above
+	Err   error  // a sentinel: one of the above, or of a package built on this one
 	Msg   string // what happened and, where there is one, the next step
 	Cause error  // may be nil
+	// Kind is the storage kind of a sentinel this package does not know
+	// (the protocols' own); for this package's sentinels it is looked up.
+	Kind core.Kind
 }
 
 func (e *Error) Error() string {
@@ -99,6 +103,8 @@ func (e *Error) Unwrap() []error {
 	out := []error{e.Err}
 	if k, ok := kindOf[e.Err]; ok {
 		out = append(out, k)
+	} else if e.Kind != core.ErrUnknown {
+		out = append(out, e.Kind)
 	}
 	if e.Cause != nil {
 		out = append(out, e.Cause)

@@ -142,8 +142,8 @@ func (o Options) Create(ctx context.Context, s *core.Store, loc core.Location, n
 		}
 		last = err
 	}
-	return nil, &Error{Op: "create", Key: name, Err: ErrSourceChanged,
-		Msg: fmt.Sprintf("the source kept changing over %d attempts; nothing was published", o.retries()), Cause: last}
+	return nil, refusal("create", name, ErrSourceChanged,
+		fmt.Sprintf("the source kept changing over %d attempts; nothing was published", o.retries()), last)
 }
 
 // capture reads the registry head and every table's head on branch. ids
@@ -156,8 +156,8 @@ func capture(ctx context.Context, s *core.Store, reg *checkpoint.Registry, name,
 	src := &source{head: head, snap: snap}
 	src.resv, src.hasRes = snap.Reservation(name)
 	if src.hasRes && src.resv.State == checkpoint.Live {
-		return nil, &Error{Op: "create", Key: name, Err: checkpoint.ErrNameTaken,
-			Msg: fmt.Sprintf("checkpoint %s holds the name (generation %d): delete it first or choose another name", src.resv.CheckpointID, src.resv.Generation)}
+		return nil, refusal("create", name, checkpoint.ErrNameTaken,
+			fmt.Sprintf("checkpoint %s holds the name (generation %d): delete it first or choose another name", src.resv.CheckpointID, src.resv.Generation), nil)
 	}
 	paths, err := DiscoverTables(ctx, s)
 	if err != nil {
@@ -457,7 +457,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 		if err := ensureTableTag(ctx, ds, ct.Tag, pins[i], ct.ref.Size); err != nil {
 			if errors.Is(err, core.ErrNotFound) {
 				rollback()
-				return nil, false, &Error{Op: "create", Key: ct.Path, Err: ErrSourceChanged, Msg: fmt.Sprintf("version %d vanished before it was tagged; nothing was published", ct.Version), Cause: err}
+				return nil, false, refusal("create", ct.Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", ct.Version), err)
 			}
 			return nil, false, err // leave the sidecar: reconcile rolls back
 		}
@@ -494,7 +494,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 		if err != nil || !got.SameCommit(ct.ref) || got.Size != ct.ref.Size {
 			rollback()
 			msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
-			return nil, false, &Error{Op: "create", Key: ct.Path, Err: ErrSourceChanged, Msg: msg + "; nothing was published", Cause: err}
+			return nil, false, refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)
 		}
 	}
 	t, err := rds.ReadTag(ctx, regTag)

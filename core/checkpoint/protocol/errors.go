@@ -42,48 +42,19 @@ var kindOf = map[error]core.Kind{
 	ErrNoTables:      core.ErrNotFound,
 	ErrMissingTarget: core.ErrNotFound,
 	ErrConflicts:     core.ErrPreconditionFailed,
-
-	checkpoint.ErrNameTaken: core.ErrAlreadyExists,
 }
 
-// Error is a protocol refusal: the step, what it concerns, the sentinel.
-type Error struct {
-	Op    string
-	Key   string
-	Err   error
-	Msg   string
-	Cause error
-}
+// Error is a protocol refusal: checkpoint's error type, with the kind of
+// the protocol's sentinel filled in.
+type Error = checkpoint.Error
 
-func (e *Error) Error() string {
-	s := e.Op
-	if e.Key != "" {
-		s += fmt.Sprintf(" %q", e.Key)
-	}
-	s += ": " + e.Err.Error()
-	if e.Msg != "" {
-		s += ": " + e.Msg
-	}
-	if e.Cause != nil {
-		s += ": " + e.Cause.Error()
-	}
-	return s
-}
-
-// Unwrap matches the sentinel, its kind and the cause.
-func (e *Error) Unwrap() []error {
-	out := []error{e.Err}
-	if k, ok := kindOf[e.Err]; ok {
-		out = append(out, k)
-	}
-	if e.Cause != nil {
-		out = append(out, e.Cause)
-	}
-	return out
+// refusal builds an *Error for sentinel with its storage kind.
+func refusal(op, key string, sentinel error, msg string, cause error) *Error {
+	return &Error{Op: op, Key: key, Err: sentinel, Kind: kindOf[sentinel], Msg: msg, Cause: cause}
 }
 
 func errorf(op, key string, sentinel error, format string, args ...any) *Error {
-	return &Error{Op: op, Key: key, Err: sentinel, Msg: fmt.Sprintf(format, args...)}
+	return refusal(op, key, sentinel, fmt.Sprintf(format, args...), nil)
 }
 
 // CheckUserTag refuses a tag name in retain's reserved "ogcp_" namespace:

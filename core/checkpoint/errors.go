@@ -79,7 +79,8 @@ type Error struct {
 	Msg   string // what happened and, where there is one, the next step
 	Cause error  // may be nil
 	// Kind is the storage kind of a sentinel this package does not know
-	// (the protocols' own); for this package's sentinels it is looked up.
+	// (the protocols' own; unset means ErrUnknown); for this package's
+	// sentinels it is looked up.
 	Kind core.Kind
 }
 
@@ -103,8 +104,8 @@ func (e *Error) Unwrap() []error {
 	out := []error{e.Err}
 	if k, ok := kindOf[e.Err]; ok {
 		out = append(out, k)
-	} else if e.Kind != core.ErrUnknown {
-		out = append(out, e.Kind)
+	} else {
+		out = append(out, e.Kind) // ErrUnknown when not set: honest
 	}
 	if e.Cause != nil {
 		out = append(out, e.Cause)

@@ -52,6 +52,12 @@ var (
 	// ErrRefMismatch: a registry version's bytes are not the ones a
 	// registry ref names (kind core.ErrPreconditionFailed).
 	ErrRefMismatch = errors.New("registry version is not the one the ref names")
+	// ErrBehindGCBoundary: a pin names a version at or behind the newest
+	// version a cleanup removed from that branch of that table incarnation
+	// (its gc_boundary row): the version is gone, or is an older neighbour
+	// of what went, and must not become a root again (kind
+	// core.ErrPreconditionFailed).
+	ErrBehindGCBoundary = errors.New("version is at or behind the table's gc boundary")
 )
 
 // kindOf is the storage kind each sentinel carries.
@@ -67,6 +73,7 @@ var kindOf = map[error]core.Kind{
 	ErrInvalidSnapshot:    core.ErrInvalidArgument,
 	ErrCorruptRegistry:    core.ErrUnknown,
 	ErrRefMismatch:        core.ErrPreconditionFailed,
+	ErrBehindGCBoundary:   core.ErrPreconditionFailed,
 }
 
 // Error is the one error type of this package besides *NameError, and of

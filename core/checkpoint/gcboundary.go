@@ -28,6 +28,10 @@ type GCBoundary struct {
 	RootDigest  string    `json:"root_digest"`
 	OperationID string    `json:"operation_id"`
 	At          time.Time `json:"at"`
+	// NewestRemoved is, per branch the cleanup removed versions from, the
+	// newest of them: the boundary CheckGCBoundary enforces. Sorted by
+	// branch.
+	NewestRemoved []BranchVersion `json:"newest_removed,omitempty"`
 }
 
 func (g GCBoundary) check() error {
@@ -39,6 +43,14 @@ func (g GCBoundary) check() error {
 	}
 	if !strings.HasPrefix(g.RootDigest, "sha256:") || len(g.RootDigest) != len("sha256:")+64 {
 		return fmt.Errorf("gc boundary of table %s: root digest %q is not sha256:<64 hex>", g.TableID, g.RootDigest)
+	}
+	for i, nr := range g.NewestRemoved {
+		if err := validateBranch(nr.Branch); err != nil || nr.Version == 0 {
+			return fmt.Errorf("gc boundary of table %s: newest removed %q v%d is not a branch and version", g.TableID, nr.Branch, nr.Version)
+		}
+		if i > 0 && g.NewestRemoved[i-1].Branch >= nr.Branch {
+			return fmt.Errorf("gc boundary of table %s: newest removed versions are not sorted by branch, one per branch", g.TableID)
+		}
 	}
 	if err := checkOpID(g.OperationID); err != nil {
 		return fmt.Errorf("gc boundary of table %s: %v", g.TableID, err)
@@ -95,5 +107,43 @@ func (s *Snapshot) SetGCBoundary(g GCBoundary) error {
 		raws = append(raws, b)
 	}
 	s.GCBoundary = raws
+	return nil
+}
+
+// BranchVersion is one branch's version in a gc boundary row ("main" for
+// main).
+type BranchVersion struct {
+	Branch  string `json:"branch"`
+	Version uint64 `json:"version"`
+}
+
+// CheckGCBoundary refuses a pin at or behind its table's gc boundary:
+// a version no newer than the newest version the boundary's cleanup
+// removed from the pin's branch, in the same table incarnation. Such a
+// version is gone, or an older neighbour of what went that only a root of
+// that cleanup kept; pinning it would make a pruned past current again
+// (issue 7, section 3). A recreated table (another incarnation) and a
+// branch the cleanup removed nothing from are not behind any boundary.
+func (s *Snapshot) CheckGCBoundary(p Pin) error {
+	rows, err := s.GCBoundaries()
+	if err != nil {
+		return errorf("check-gc-boundary", p.Path, ErrCorruptRegistry, "%v", err)
+	}
+	branch := p.Branch
+	if branch == "" {
+		branch = MainBranch
+	}
+	for _, g := range rows {
+		if g.TableID != p.TableID || g.Incarnation != p.Incarnation {
+			continue
+		}
+		for _, nr := range g.NewestRemoved {
+			if nr.Branch == branch && p.Version <= nr.Version {
+				return errorf("check-gc-boundary", p.Path, ErrBehindGCBoundary,
+					"%s v%d of table %s is at or behind its gc boundary: cleanup %s removed up to %s v%d (%s); pin a newer version",
+					branch, p.Version, p.Path, g.OperationID, branch, nr.Version, g.At.Format(time.RFC3339))
+			}
+		}
+	}
 	return nil
 }

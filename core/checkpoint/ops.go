@@ -220,6 +220,9 @@ func (s *Snapshot) newHeader(op string, c NewCheckpoint, gen uint64) (Header, []
 		case t.Incarnation != p.Incarnation:
 			return bad("table %s is in incarnation %d, the pin says %d: the table was recreated; capture again", p.TableID, t.Incarnation, p.Incarnation)
 		}
+		if err := s.CheckGCBoundary(p); err != nil {
+			return Header{}, nil, err
+		}
 		rows = append(rows, Row{CheckpointID: c.ID, Pin: p, State: Live})
 	}
 	h := Header{ID: c.ID, Name: c.Name, Generation: gen, State: Live, SourceBranch: c.SourceBranch,

@@ -113,6 +113,9 @@ func (a *app) checkpointCmd() *cobra.Command {
 					}
 				}
 			}
+			if in.Health == "invalid" {
+				return fmt.Errorf("checkpoint %q is invalid: an object it pins is gone (see the pins above); reconcile cannot restore it: delete the checkpoint and take a new one", in.Name)
+			}
 			if in.Health == "degraded" || (in.Deep != nil && (len(in.Deep.Missing) > 0 || len(in.Deep.Errors) > 0)) {
 				return fmt.Errorf("checkpoint %q is not intact: run `retain reconcile %s`", in.Name, args[1])
 			}

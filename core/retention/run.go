@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -49,6 +50,15 @@ type RunOptions struct {
 	Scope core.Scope
 	// OperationID names the run; default "cleanup-<new id>".
 	OperationID string
+	// Progress, if set, is called after each table.
+	Progress func(Progress)
+}
+
+func (o RunOptions) scope(loc core.Location) core.Scope {
+	if o.Scope != core.ScopeNone {
+		return o.Scope
+	}
+	return claim.ScopeFor(loc)
 }
 
 // RunReport is what Run did.
@@ -65,7 +75,11 @@ type RunReport struct {
 	Boundaries      []checkpoint.GCBoundary `json:"boundaries"`
 	Tables          []TableRun              `json:"tables"`
 	Totals          RunTotals               `json:"totals"`
-	// Failed counts tables whose cleanup failed.
+	// Registry is the registry's own cleanup.
+	Registry RegistryCleanup `json:"registry"`
+	// Resumed: this report is of a resumption (Resume).
+	Resumed bool `json:"resumed,omitempty"`
+	// Failed counts tables whose cleanup failed or whose plan went stale.
 	Failed int `json:"failed"`
 }
 
@@ -79,9 +93,10 @@ type TableRun struct {
 	BytesDeleted     int64                `json:"bytes_deleted"`
 	FailedDeletes    []lance.FailedDelete `json:"failed_deletes,omitempty"`
 	// Error is why the table's cleanup failed ("" when it did not).
-	Error   string   `json:"error,omitempty"`
-	Skipped bool     `json:"skipped,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	Error   string     `json:"error,omitempty"`
+	Skipped bool       `json:"skipped,omitempty"`
+	State   TableState `json:"state,omitempty"`
+	Notes   []string   `json:"notes,omitempty"`
 	err     error
 }
 
@@ -96,17 +111,32 @@ type RunTotals struct {
 	BytesDeleted    int64 `json:"bytes_deleted"`
 }
 
-// Run cleans every table of the store under the claim (issue 7,
-// section 3): refuse without ConfirmWriteOutage; acquire the claim; refuse
-// while create sidecars are pending; reconcile; recompute the plan
-// (Preview, whose refusal of any root aborts before the first deletion);
-// publish one gc_boundary row per planned table in one registry commit;
-// then execute each table's plan with the Lance layer, fault-isolated and
-// verifying the claim before each table; release the claim.
+// Progress is one step of a run, for a terminal display.
+type Progress struct {
+	OperationID string `json:"operation_id"`
+	// Table is the table just carried out ("" for the registry step).
+	Table string     `json:"table"`
+	State TableState `json:"state"`
+	// Done and Total count tables (the registry step not included).
+	Done, Total int
+	// BytesDeleted is the run's running total.
+	BytesDeleted int64
+}
+
+// Run cleans every table of the store under the claim (issue 7, section
+// 3): refuse without ConfirmWriteOutage; acquire the claim; refuse while
+// create sidecars are pending or another run is unfinished; reconcile;
+// recompute the plan (Preview, whose refusal of any root aborts before the
+// first deletion); journal every table's plan; publish one gc_boundary row
+// per planned table in one registry commit; then carry out each table's
+// plan with the Lance layer, fault-isolated and verifying the claim before
+// each table; then the registry's own old versions; release the claim.
 //
-// A table's failure is recorded in its TableRun and does not stop the
-// others; the returned error is nil then (check RunReport.Failed). A lost
-// claim stops the run with claim.ErrLost.
+// The claim is released only when the run is complete or durably
+// resumable (its plans journaled, its boundaries published): a run that
+// stops part-way returns an *IncompleteError (ErrRunIncomplete), and
+// Resume finishes it. An error that is not ErrRunIncomplete means nothing
+// was deleted.
 func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunOptions) (rep *RunReport, err error) {
 	if !o.ConfirmWriteOutage {
 		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
@@ -115,20 +145,20 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	if p.OlderThan == 0 && p.KeepLast == 0 {
 		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "set --older-than and/or --keep-last: say which versions to keep (keep-last 1 keeps only the latest)")
 	}
-	scope := o.Scope
-	if scope == core.ScopeNone {
-		scope = claim.ScopeFor(loc)
-	}
+	scope := o.scope(loc)
 	op := o.OperationID
 	if op == "" {
 		op = "cleanup-" + string(checkpoint.NewID())
+	}
+	if err := checkOp(op); err != nil {
+		return nil, err
 	}
 	h, err := claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: "cleanup", Actor: o.Actor, Scope: scope})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+		if rerr := release(ctx, h); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
@@ -142,6 +172,14 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	if len(pending) > 0 {
 		return rep, fmt.Errorf("%w: %d (first %q): a checkpoint create is in flight or died; run `retain reconcile`, then cleanup again; nothing was deleted: %w",
 			ErrSidecarsPending, len(pending), pending[0], core.Errorf("cleanup-run", pending[0], core.ErrPreconditionFailed, "recovery sidecars pending"))
+	}
+	open, err := OpenRuns(ctx, s)
+	if err != nil {
+		return rep, err
+	}
+	if len(open) > 0 {
+		return rep, fmt.Errorf("%w: %s (and %d more): finish it with `retain cleanup run --resume` (it carries out the plans it published) or drop it with `--abandon %s`; nothing was deleted: %w",
+			ErrRunOpen, open[0], len(open)-1, open[0], core.Errorf("cleanup-run", openKey(open[0]), core.ErrPreconditionFailed, "unfinished cleanup run"))
 	}
 	popts := protocol.Options{Actor: o.Actor, Scope: scope}
 	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err != nil {
@@ -157,7 +195,6 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		return rep, err
 	}
 
-	// Publish the boundaries in one commit before anything is deleted.
 	reg := checkpoint.Open(s, checkpoint.Options{Scope: scope})
 	rv, snap, err := reg.Head(ctx)
 	if err != nil {
@@ -168,9 +205,13 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	draft := snap.Next()
-	digests := map[string]string{}
+	j := &Journal{Format: journalFormat, OperationID: op, State: StateRunning, Actor: h.Payload().Actor, StartedAt: rep.StartedAt,
+		Policy: plan.Policy, BoundaryVersion: uint64(draft.Version), Tables: []JournalTable{}}
+	var plans []*lance.Plan
 	for _, tp := range plan.Tables {
 		if tp.Lance == nil {
+			j.Tables = append(j.Tables, JournalTable{Table: tp.Table, State: TableSkipped, Error: strings.Join(tp.Notes, "; ")})
+			plans = append(plans, nil)
 			continue
 		}
 		t, ok := draft.TableByPath(tp.Table)
@@ -179,80 +220,425 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 				return rep, err
 			}
 		}
-		d := RootDigest(tp.Lance)
-		digests[tp.Table] = d
 		g := checkpoint.GCBoundary{TableID: t.ID, Path: tp.Table, Incarnation: t.Incarnation,
-			Cutoff: cutoffText(plan.Policy, tp.Lance), RootDigest: d, OperationID: op, At: now}
+			Cutoff: cutoffText(plan.Policy, tp.Lance), RootDigest: RootDigest(tp.Lance), OperationID: op, At: now,
+			NewestRemoved: newestRemoved(tp.Lance)}
 		if err := draft.SetGCBoundary(g); err != nil {
 			return rep, err
 		}
 		rep.Boundaries = append(rep.Boundaries, g)
+		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest,
+			PlanKey: planKey(op, len(plans)), State: TablePending})
+		plans = append(plans, tp.Lance)
+	}
+	if j.Registry, err = planRegistry(ctx, s, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0); err != nil {
+		return rep, &RefusedError{Key: checkpoint.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
+	}
+	if len(rep.Boundaries) == 0 {
+		j.BoundaryVersion = 0
+	}
+
+	// Journal the plans, then publish the boundaries in one commit, before
+	// anything is deleted.
+	for i, lp := range plans {
+		if lp == nil {
+			continue
+		}
+		b, err := json.Marshal(lp)
+		if err != nil {
+			return rep, err
+		}
+		if _, err := s.PutBytes(ctx, planKey(op, i), b, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+			return rep, fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
+		}
+	}
+	jw := &journalWriter{s: s, j: j}
+	if err := jw.create(ctx); err != nil {
+		return rep, fmt.Errorf("%w (nothing was deleted)", err)
+	}
+	if _, err := s.PutBytes(ctx, openKey(op), []byte(JournalKey(op)+"\n"), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+		return rep, fmt.Errorf("marking the run open (nothing was deleted): %w", err)
 	}
 	if len(rep.Boundaries) > 0 {
 		if _, err := reg.Commit(ctx, rv, draft); err != nil {
+			// Not published: the run must never resume. Close it.
+			j.State, j.Note = StateAbandoned, "the gc boundary commit failed; nothing was deleted"
+			if cerr := closeRun(ctx, jw); cerr != nil {
+				err = fmt.Errorf("%w; closing the run: %v", err, cerr)
+			}
 			return rep, fmt.Errorf("publishing the gc boundaries (nothing was deleted): %w", err)
 		}
 		rep.BoundaryVersion = uint64(draft.Version)
 	}
 	failpoint.Hit(FPRunAfterBoundary)
+	err = execute(ctx, s, h, jw, rep, o.Progress)
+	return rep, err
+}
 
-	for i, tp := range plan.Tables {
-		tr := TableRun{Table: tp.Table, RootDigest: digests[tp.Table], Notes: tp.Notes}
-		if tp.Lance == nil {
+// ResumeOptions configure Resume.
+type ResumeOptions struct {
+	// OperationID picks the run; "" means the only unfinished one.
+	OperationID string
+	// Actor and Scope as in RunOptions.
+	Actor string
+	Scope core.Scope
+	// Host names this host for the claim's proof (default os.Hostname).
+	Host string
+	// Progress, if set, is called after each table.
+	Progress func(Progress)
+}
+
+// Resume finishes an unfinished run from its journal (issue 7, section
+// 3.6): it carries out the journaled plans of the tables not yet done,
+// each checked against the root digest the run published in its
+// gc_boundary row, never a recomputed plan. A claim the run still holds
+// is taken over only with proof that its process cannot resume (as `retain
+// claim takeover` requires); a run whose boundaries were never published
+// deleted nothing and is abandoned.
+func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptions) (rep *RunReport, err error) {
+	op := o.OperationID
+	if op == "" {
+		open, err := OpenRuns(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		switch len(open) {
+		case 0:
+			return nil, core.Errorf("cleanup-resume", openPrefix, core.ErrNotFound, "no unfinished cleanup run: nothing to resume")
+		case 1:
+			op = open[0]
+		default:
+			return nil, core.Errorf("cleanup-resume", openPrefix, core.ErrInvalidArgument, "%d unfinished cleanup runs (%s): name one with --resume-op", len(open), strings.Join(open, ", "))
+		}
+	}
+	j, ver, err := ReadJournal(ctx, s, op)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == StateComplete || j.State == StateAbandoned {
+		return nil, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "cleanup run %s is %s: nothing to resume", op, j.State)
+	}
+	h, err := resumeClaim(ctx, s, loc, op, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := release(ctx, h); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	// Re-read under the claim: the journal is only advanced by its holder.
+	if j, ver, err = ReadJournal(ctx, s, op); err != nil {
+		return nil, err
+	}
+	jw := &journalWriter{s: s, j: j, ver: ver}
+	rep = &RunReport{OperationID: op, StartedAt: time.Now().UTC(), Policy: j.Policy, BoundaryVersion: j.BoundaryVersion,
+		Boundaries: []checkpoint.GCBoundary{}, Tables: []TableRun{}, Resumed: true}
+	published, err := boundariesPublished(ctx, s, j, rep)
+	if err != nil {
+		return rep, err
+	}
+	if !published {
+		j.State, j.Note = StateAbandoned, "resume found the gc boundary commit never happened; nothing was deleted"
+		if err := closeRun(ctx, jw); err != nil {
+			return rep, err
+		}
+		return rep, fmt.Errorf("%w: cleanup run %s never published its gc boundaries, so it deleted nothing; it is closed: run cleanup again", ErrRunRefused, op)
+	}
+	j.Resumes++
+	err = execute(ctx, s, h, jw, rep, o.Progress)
+	return rep, err
+}
+
+// resumeClaim acquires the claim for op, or takes over the claim a crashed
+// process of the same run left, with the same proof a takeover needs.
+func resumeClaim(ctx context.Context, s *core.Store, loc core.Location, op string, o ResumeOptions) (*claim.Handle, error) {
+	scope := o.Scope
+	if scope == core.ScopeNone {
+		scope = claim.ScopeFor(loc)
+	}
+	req := claim.Request{OperationID: op, Action: "cleanup-resume", Actor: o.Actor, Scope: scope, Host: o.Host}
+	h, err := claim.Acquire(ctx, s, req)
+	var held *claim.HeldError
+	if err == nil || !errors.As(err, &held) || held.Holder == nil || held.Holder.OperationID != op {
+		return h, err
+	}
+	// The run's own claim, left by a process that stopped: take it over
+	// only with proof that process cannot continue.
+	h, terr := claim.Takeover(ctx, s, claim.TakeoverRequest{Request: req, Token: held.Holder.OwnerToken,
+		Reason: "resume cleanup run " + op})
+	if terr != nil {
+		return nil, fmt.Errorf("the claim is still held by cleanup run %s (pid %d on %s), which may be running: %w", op, held.Holder.PID, held.Holder.Host, terr)
+	}
+	return h, nil
+}
+
+// boundariesPublished checks the run's boundary version: published by this
+// run with the journal's digests, or never published.
+func boundariesPublished(ctx context.Context, s *core.Store, j *Journal, rep *RunReport) (bool, error) {
+	if j.BoundaryVersion == 0 {
+		return true, nil // nothing to publish: only the registry's own cleanup
+	}
+	snap, err := checkpoint.Open(s, checkpoint.Options{}).Read(ctx, checkpoint.Version(j.BoundaryVersion))
+	if errors.Is(err, core.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	rows, err := snap.GCBoundaries()
+	if err != nil {
+		return false, core.Errorf("cleanup-resume", checkpoint.VersionKey(checkpoint.Version(j.BoundaryVersion)), core.ErrUnknown, "%v", err)
+	}
+	byID := map[checkpoint.ID]checkpoint.GCBoundary{}
+	mine := 0
+	for _, g := range rows {
+		byID[g.TableID] = g
+		if g.OperationID == j.OperationID {
+			mine++
+		}
+	}
+	if mine == 0 {
+		return false, nil // another commit took that version number
+	}
+	for _, t := range j.Tables {
+		if t.PlanKey == "" {
+			continue
+		}
+		g, ok := byID[t.TableID]
+		if !ok || g.OperationID != j.OperationID || g.RootDigest != t.RootDigest {
+			return false, core.Errorf("cleanup-resume", checkpoint.VersionKey(checkpoint.Version(j.BoundaryVersion)), core.ErrPreconditionFailed,
+				"registry version %d does not carry run %s's boundary of %s with root digest %s: nothing is resumed", j.BoundaryVersion, j.OperationID, t.Table, t.RootDigest)
+		}
+		rep.Boundaries = append(rep.Boundaries, g)
+	}
+	return true, nil
+}
+
+// execute carries out the journaled plans not yet done, then the
+// registry's own cleanup, and closes or suspends the run.
+func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress)) error {
+	j := jw.j
+	total, done := 0, 0
+	for _, t := range j.Tables {
+		if t.PlanKey != "" {
+			total++
+			if t.State == TableDone || t.State == TableStale {
+				done++
+			}
+		}
+	}
+	var stop error
+	for i := range j.Tables {
+		jt := &j.Tables[i]
+		tr := TableRun{Table: jt.Table, RootDigest: jt.RootDigest, State: jt.State}
+		if jt.State == TableSkipped {
 			tr.Skipped = true
+			if jt.Error != "" {
+				tr.Notes = []string{jt.Error}
+			}
+		}
+		if jt.State != TablePending && jt.State != TableFailed {
 			rep.Tables = append(rep.Tables, tr)
 			continue
 		}
-		if err := h.Verify(ctx); err != nil {
-			for _, rest := range plan.Tables[i:] {
-				rep.Tables = append(rep.Tables, TableRun{Table: rest.Table, RootDigest: digests[rest.Table], Error: "not run: " + err.Error(), err: err})
-				rep.Failed++
-			}
-			rep.FinishedAt = time.Now().UTC()
-			return rep, err
+		if stop == nil {
+			stop = h.Verify(ctx)
 		}
-		runTable(ctx, s, tp, &tr)
-		if tr.err != nil {
+		if stop != nil {
+			tr.Error, tr.err = "not run: "+stop.Error(), stop
+			rep.Tables = append(rep.Tables, tr)
+			rep.Failed++
+			continue
+		}
+		jt.Attempts++
+		runTable(ctx, s, *jt, &tr)
+		jt.VersionsRemoved += tr.VersionsRemoved
+		jt.FilesDeleted += tr.FilesDeleted
+		jt.BytesDeleted += tr.BytesDeleted
+		switch {
+		case tr.err == nil:
+			jt.State, jt.Error = TableDone, ""
+			done++
+		case errors.Is(tr.err, lance.ErrPlanStale):
+			jt.State, jt.Error = TableStale, tr.Error
+			done++
+			rep.Failed++
+		default:
+			jt.State, jt.Error = TableFailed, tr.Error
 			rep.Failed++
 		}
+		tr.State = jt.State
 		rep.Tables = append(rep.Tables, tr)
 		rep.Totals.Tables++
 		rep.Totals.VersionsRemoved += tr.VersionsRemoved
 		rep.Totals.FilesDeleted += tr.FilesDeleted
 		rep.Totals.BytesDeleted += tr.BytesDeleted
+		if err := jw.save(ctx); err != nil {
+			stop = err
+		}
+		if progress != nil {
+			progress(Progress{OperationID: j.OperationID, Table: jt.Table, State: jt.State, Done: done, Total: total, BytesDeleted: rep.Totals.BytesDeleted})
+		}
 		failpoint.Hit(FPRunAfterTable)
 	}
+	if stop == nil && (j.Registry.State == TablePending || j.Registry.State == TableFailed) {
+		if stop = h.Verify(ctx); stop == nil {
+			cleanRegistry(ctx, s, &j.Registry)
+			if err := jw.save(ctx); err != nil {
+				stop = err
+			}
+		}
+	}
+	rep.Registry = j.Registry
 	rep.FinishedAt = time.Now().UTC()
-	return rep, nil
+	if stop == nil && j.finished() {
+		j.State = StateComplete
+		if err := closeRun(ctx, jw); err != nil {
+			return &IncompleteError{OperationID: j.OperationID, Done: done, Left: 0, Cause: err}
+		}
+		return nil
+	}
+	// Durably resumable: the plans are journaled and the boundaries
+	// published. Say so in the journal (best effort: a journal still
+	// saying "running" resumes the same way).
+	j.State = StateIncomplete
+	if err := jw.save(ctx); err != nil && stop == nil {
+		stop = err
+	}
+	return &IncompleteError{OperationID: j.OperationID, Done: done, Left: total - done + boolInt(j.Registry.State == TableFailed), Cause: stop}
 }
 
-// runTable executes one table's plan; a panic or error is the table's.
-func runTable(ctx context.Context, s *core.Store, tp TablePlan, tr *TableRun) {
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// closeRun saves the journal's final state, then drops the plans and the
+// open marker.
+func closeRun(ctx context.Context, jw *journalWriter) error {
+	if err := jw.save(ctx); err != nil {
+		return err
+	}
+	var keys []string
+	for _, t := range jw.j.Tables {
+		if t.PlanKey != "" {
+			keys = append(keys, t.PlanKey)
+		}
+	}
+	if len(keys) > 0 {
+		if _, err := jw.s.DeleteMany(ctx, keys); err != nil {
+			return fmt.Errorf("dropping the run's journaled plans: %w", err)
+		}
+	}
+	if err := jw.s.Delete(ctx, openKey(jw.j.OperationID), core.DeleteOptions{}); err != nil {
+		return fmt.Errorf("closing the run (%s): %w", openKey(jw.j.OperationID), err)
+	}
+	return nil
+}
+
+// Abandon closes an unfinished run without carrying out the rest of it,
+// under the claim (taken over like Resume when the run's own process
+// died). Its published boundaries stay: versions behind them remain
+// refused as checkpoint targets. The next run plans afresh.
+func Abandon(ctx context.Context, s *core.Store, loc core.Location, op string, o ResumeOptions) (j *Journal, err error) {
+	if j, _, err = ReadJournal(ctx, s, op); err != nil {
+		return nil, err
+	}
+	h, err := resumeClaim(ctx, s, loc, op, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := release(ctx, h); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	j, ver, err := ReadJournal(ctx, s, op)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == StateComplete || j.State == StateAbandoned {
+		return j, core.Errorf("cleanup-abandon", JournalKey(op), core.ErrPreconditionFailed, "cleanup run %s is already %s", op, j.State)
+	}
+	j.State, j.Note = StateAbandoned, "abandoned by "+h.Payload().Actor
+	return j, closeRun(ctx, &journalWriter{s: s, j: j, ver: ver})
+}
+
+// release gives the claim back. Its delete names the exact claim object
+// (delete-if-version), so repeating it after a failure whose outcome is
+// unknown is safe: that idempotence, not the error's kind, is what allows
+// the retry. "Already gone" after a failed attempt is our own delete.
+func release(ctx context.Context, h *claim.Handle) error {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = h.Release(ctx)
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 && errors.Is(err, core.ErrNotFound) {
+			return nil
+		}
+		if errors.Is(err, claim.ErrLost) && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+	}
+	return err
+}
+
+// runTable carries out one journaled plan; a panic or error is the table's.
+func runTable(ctx context.Context, s *core.Store, jt JournalTable, tr *TableRun) {
 	defer func() {
 		if r := recover(); r != nil {
-			tr.err = fmt.Errorf("cleanup of %s panicked: %v", tp.Table, r)
+			tr.err = fmt.Errorf("cleanup of %s panicked: %v", jt.Table, r)
 			tr.Error = tr.err.Error()
 		}
 	}()
-	ds, err := lance.Open(s, tp.Table)
+	lp, err := readPlan(ctx, s, jt)
 	if err == nil {
-		var res *lance.Result
-		res, err = ds.ExecuteCleanup(ctx, tp.Lance)
-		if res != nil {
-			tr.ManifestsDeleted = res.ManifestsDeleted
-			tr.FilesDeleted = res.FilesDeleted
-			tr.BytesDeleted = res.BytesDeleted
-			tr.FailedDeletes = res.Failed
-			tr.VersionsRemoved = res.ManifestsDeleted
-		}
-		if err == nil && len(res.Failed) > 0 {
-			err = fmt.Errorf("%d object(s) could not be deleted (first %q: %s); the next cleanup finds them again", len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
+		var ds *lance.Dataset
+		if ds, err = lance.Open(s, jt.Table); err == nil {
+			var res *lance.Result
+			res, err = ds.ExecuteCleanup(ctx, lp)
+			if res != nil {
+				tr.ManifestsDeleted = res.ManifestsDeleted
+				tr.FilesDeleted = res.FilesDeleted
+				tr.BytesDeleted = res.BytesDeleted
+				tr.FailedDeletes = res.Failed
+				tr.VersionsRemoved = res.ManifestsDeleted
+			}
+			if err == nil && len(res.Failed) > 0 {
+				err = fmt.Errorf("%d object(s) could not be deleted (first %q: %s); `--resume` retries them", len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
+			}
 		}
 	}
 	if err != nil {
 		tr.err = err
 		tr.Error = err.Error()
 	}
+}
+
+// newestRemoved is, per branch, the newest version the plan removes.
+func newestRemoved(lp *lance.Plan) []checkpoint.BranchVersion {
+	newest := map[string]uint64{}
+	for _, v := range lp.Versions {
+		b := v.Branch
+		if b == "" {
+			b = checkpoint.MainBranch
+		}
+		if !v.Keep && v.Version > newest[b] {
+			newest[b] = v.Version
+		}
+	}
+	out := make([]checkpoint.BranchVersion, 0, len(newest))
+	for b, v := range newest {
+		out = append(out, checkpoint.BranchVersion{Branch: b, Version: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Branch < out[j].Branch })
+	return out
 }
 
 // RootDigest is "sha256:<hex>" over the sorted lines naming what a table's

@@ -162,8 +162,9 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	}
 	defer s.Close()
 	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
-	if err != nil {
-		t.Fatal(err)
+	var ie *IncompleteError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrRunIncomplete) || ie.Done != 1 || ie.Left != 1 {
+		t.Fatalf("want an incomplete run, got %v", err)
 	}
 	if rep.Failed != 1 {
 		t.Fatalf("failed %d: %+v", rep.Failed, rep.Tables)
@@ -183,6 +184,53 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if exists(t, dir, delV4) {
 		t.Fatal("deletes.lance was not cleaned")
 	}
+	// The claim is released (the run is durably resumable) and a new run
+	// is refused until this one is resumed.
+	if p, _, err := claim.Read(bg, s); err == nil && p != nil {
+		t.Fatalf("claim left held: %+v", p)
+	}
+	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrRunOpen) {
+		t.Fatalf("new run while one is open: %v", err)
+	}
+	j, _, err := ReadJournal(bg, s, rep.OperationID)
+	if err != nil || j.State != StateIncomplete {
+		t.Fatalf("journal %+v, %v", j, err)
+	}
+	// Resume on the healthy store carries out the failed table's plan only.
+	healthy := open(t, dir, false)
+	rr, err := Resume(bg, healthy, loc(dir), ResumeOptions{})
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if !rr.Resumed || rr.OperationID != rep.OperationID || rr.Totals.Tables != 1 || rr.Failed != 0 {
+		t.Fatalf("resume report: %+v", rr)
+	}
+	for _, tr := range rr.Tables {
+		if tr.Table == "branch-tag.lance" && (tr.State != TableDone || tr.FilesDeleted == 0) {
+			t.Fatalf("branch-tag after resume: %+v", tr)
+		}
+		if tr.RootDigest != digestOf(rep, tr.Table) {
+			t.Fatalf("%s: resumed under digest %s, the run published %s", tr.Table, tr.RootDigest, digestOf(rep, tr.Table))
+		}
+	}
+	if j, _, err = ReadJournal(bg, s, rep.OperationID); err != nil || j.State != StateComplete || j.Resumes != 1 {
+		t.Fatalf("journal after resume %+v, %v", j, err)
+	}
+	if ops, err := OpenRuns(bg, s); err != nil || len(ops) != 0 {
+		t.Fatalf("open runs after resume: %v %v", ops, err)
+	}
+	if _, err := Resume(bg, healthy, loc(dir), ResumeOptions{}); core.KindOf(err) != core.ErrNotFound {
+		t.Fatalf("second resume: %v", err)
+	}
+}
+
+func digestOf(rep *RunReport, table string) string {
+	for _, tr := range rep.Tables {
+		if tr.Table == table {
+			return tr.RootDigest
+		}
+	}
+	return ""
 }
 
 // TestRunRefusesUnresolvedRoot: a corrupt manifest is a root that cannot
@@ -237,5 +285,46 @@ func TestRunRefusals(t *testing.T) {
 	}
 	if !exists(t, dir, delV4) {
 		t.Fatal("cleaned despite the refusal")
+	}
+}
+
+// TestRunCleansRegistry: the run removes old registry versions that no
+// `_m_` tag pins and the window allows; the version a live checkpoint's
+// registry pin names survives, and a checkpoint whose registry version is
+// gone is reported invalid.
+func TestRunCleansRegistry(t *testing.T) {
+	dir, id := setup(t)
+	s := open(t, dir, false)
+	l := loc(dir)
+	if _, err := protocol.Create(bg, s, l, "tmp", ""); err != nil { // registry v2
+		t.Fatal(err)
+	}
+	if _, err := protocol.Delete(bg, s, l, "tmp"); err != nil { // v3, its pins reclaimed
+		t.Fatal(err)
+	}
+	rep, err := Run(bg, s, l, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.BoundaryVersion != 4 || rep.Registry.State != TableDone || rep.Registry.Deleted != 2 ||
+		len(rep.Registry.Remove) != 2 || rep.Registry.Remove[0] != 2 || rep.Registry.Remove[1] != 3 {
+		t.Fatalf("registry cleanup: %+v (boundary v%d)", rep.Registry, rep.BoundaryVersion)
+	}
+	for v, want := range map[checkpoint.Version]bool{1: true, 2: false, 3: false, 4: true} {
+		if got := exists(t, dir, checkpoint.VersionKey(v)); got != want {
+			t.Fatalf("registry v%d present=%v, want %v", v, got, want)
+		}
+	}
+	in, err := protocol.Show(bg, s, id, true)
+	if err != nil || in.Health != "ok" || len(in.Deep.Missing) != 0 {
+		t.Fatalf("nightly after cleanup: %+v, %v", in, err)
+	}
+	// A checkpoint whose registry pin's version is gone is invalid.
+	if err := os.Remove(filepath.Join(dir, checkpoint.VersionKey(1))); err != nil {
+		t.Fatal(err)
+	}
+	in, err = protocol.Show(bg, s, id, false)
+	if err != nil || in.Health != "invalid" || in.Pins[0].Kind != "registry" || in.Pins[0].Status != protocol.PinGone {
+		t.Fatalf("nightly without its registry version: %+v, %v", in, err)
 	}
 }

@@ -17,6 +17,10 @@ const (
 	PinMissing     = "missing"
 	PinWrongTarget = "wrong-target"
 	PinUnreadable  = "unreadable"
+	// PinGone: the pinned object itself is gone (the registry version a
+	// checkpoint's registry pin names): no reconcile can repair it, and
+	// the checkpoint is reported invalid.
+	PinGone = "gone"
 )
 
 // PinHealth is one pin of a checkpoint and whether its tag is present and
@@ -54,8 +58,8 @@ type Info struct {
 	CreatedAt       time.Time          `json:"created_at"`
 	TableCount      int                `json:"table_count"`
 	// Health is "ok" when every pin is present and points where its row
-	// says, "degraded" otherwise (run reconcile), "deleted" for a
-	// tombstoned checkpoint.
+	// says, "degraded" otherwise (run reconcile), "invalid" when a pinned
+	// object is gone (PinGone), "deleted" for a tombstoned checkpoint.
 	Health    string                `json:"health"`
 	Pins      []PinHealth           `json:"pins"`
 	Tombstone *checkpoint.Tombstone `json:"tombstone,omitempty"`
@@ -108,7 +112,9 @@ func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp check
 	if err != nil {
 		return Info{}, err
 	}
-	rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
+	if rp.Status != PinGone {
+		rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
+	}
 	in.Pins = append(in.Pins, rp)
 	for _, r := range cp.Rows {
 		tag, err := checkpoint.TablePinTag(cp.ID, r.Pin)
@@ -125,8 +131,11 @@ func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp check
 		in.Pins = append(in.Pins, p)
 	}
 	for _, p := range in.Pins {
-		if p.Status != PinOK {
+		if p.Status != PinOK && in.Health == "ok" {
 			in.Health = "degraded"
+		}
+		if p.Status == PinGone {
+			in.Health = "invalid"
 		}
 	}
 	if cp.State == checkpoint.Tombstoned {
@@ -141,7 +150,7 @@ func registryPin(ctx context.Context, reg *checkpoint.Registry, cp checkpoint.Ch
 	p := PinHealth{Kind: "registry", Path: checkpoint.RegistryPath, Branch: checkpoint.MainBranch, Version: uint64(cp.RegistryVersion)}
 	snap, err := reg.Read(ctx, cp.RegistryVersion)
 	if errors.Is(err, core.ErrNotFound) {
-		p.Status, p.Detail = PinUnreadable, fmt.Sprintf("registry version %d is missing", cp.RegistryVersion)
+		p.Status, p.Detail = PinGone, fmt.Sprintf("registry version %d, which this checkpoint's registry pin keeps, is missing: the checkpoint's logical record is lost and no reconcile can restore it", cp.RegistryVersion)
 		return p, nil
 	}
 	if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -71,13 +73,28 @@ var errTablesFailed = errors.New("cleanup run: some tables failed")
 func (a *app) cleanupRunCmd() *cobra.Command {
 	var olderThan time.Duration
 	var keepLast int
-	var confirm bool
+	var confirm, resume, progress bool
+	var op, abandon string
 	run := &cobra.Command{
-		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N]",
+		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N] | --resume [--op OP] | --abandon OP",
 		Short: "Remove old Lance versions under the claim, keeping every root; needs a write outage",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove old Lance versions under the retention claim, keeping every root.
+
+A run journals every table's plan and publishes the tables' gc boundaries
+before it deletes anything. If it stops part-way (a crash, a failing table)
+the next run is refused until --resume carries out the same plans (the same
+root digests; the window is not recomputed) or --abandon OP closes it.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if olderThan <= 0 && keepLast <= 0 {
+			window := olderThan > 0 || keepLast > 0
+			switch {
+			case abandon != "" && (resume || window):
+				return usageError{fmt.Errorf("--abandon takes no window and no --resume")}
+			case resume && window:
+				return usageError{fmt.Errorf("--resume carries out the plans the run journaled: it takes no --older-than or --keep-last (the window is the run's)")}
+			case op != "" && !resume:
+				return usageError{fmt.Errorf("--op picks the run to resume: use it with --resume")}
+			case abandon == "" && !resume && !window:
 				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
 			}
 			s, loc, err := a.openStore(cmd.Context(), args[0])
@@ -85,8 +102,33 @@ func (a *app) cleanupRunCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			rep, err := retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
-				retention.RunOptions{ConfirmWriteOutage: confirm})
+			if abandon != "" {
+				j, err := retention.Abandon(cmd.Context(), s, loc, abandon, retention.ResumeOptions{})
+				if err != nil {
+					return err
+				}
+				if a.jsonOut {
+					return a.printJSON(j)
+				}
+				fmt.Fprintf(a.stdout, "cleanup run %s abandoned; its gc boundaries stay; the next run plans afresh\n", j.OperationID)
+				return nil
+			}
+			var show func(retention.Progress)
+			if !a.jsonOut && (progress || isTerminal(a.stderr)) {
+				show = func(p retention.Progress) {
+					fmt.Fprintf(a.stderr, "[%d/%d] %s %s; %s reclaimed so far\n", p.Done, p.Total, p.Table, p.State, bytesText(p.BytesDeleted))
+				}
+			}
+			var rep *retention.RunReport
+			if resume {
+				if !confirm {
+					return usageError{fmt.Errorf("cleanup run --resume deletes too: it needs --confirm-write-outage")}
+				}
+				rep, err = retention.Resume(cmd.Context(), s, loc, retention.ResumeOptions{OperationID: op, Progress: show})
+			} else {
+				rep, err = retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
+					retention.RunOptions{ConfirmWriteOutage: confirm, Progress: show})
+			}
 			if rep == nil || (err != nil && len(rep.Tables) == 0) {
 				return err
 			}
@@ -106,16 +148,36 @@ func (a *app) cleanupRunCmd() *cobra.Command {
 	run.Flags().BoolVar(&confirm, "confirm-write-outage", false, "confirm that no writer commits to the store's tables while cleanup runs")
 	run.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
 	run.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	run.Flags().BoolVar(&resume, "resume", false, "finish the unfinished run from its journaled plans (same root digests)")
+	run.Flags().StringVar(&op, "op", "", "with --resume: the operation id of the run to finish, when there are several")
+	run.Flags().StringVar(&abandon, "abandon", "", "close the unfinished run OP without finishing it (its boundaries stay)")
+	run.Flags().BoolVar(&progress, "progress", false, "print progress to stderr even when it is not a terminal")
 	return run
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func (a *app) printRun(store string, rep *retention.RunReport) {
 	w := a.stdout
-	fmt.Fprintf(w, "cleanup run %s of %s: gc boundaries published at registry version %d\n", rep.OperationID, store, rep.BoundaryVersion)
+	what := "cleanup run"
+	if rep.Resumed {
+		what = "resumed cleanup run"
+	}
+	fmt.Fprintf(w, "%s %s of %s: gc boundaries published at registry version %d\n", what, rep.OperationID, store, rep.BoundaryVersion)
 	for _, tr := range rep.Tables {
 		switch {
 		case tr.Skipped:
 			fmt.Fprintf(w, "  %-24s skipped: %s\n", tr.Table, strings.Join(tr.Notes, "; "))
+		case tr.State == retention.TableStale:
+			fmt.Fprintf(w, "  %-24s STALE: the table changed since the run planned it; its plan was dropped and the next run plans it afresh (%s)\n", tr.Table, tr.Error)
 		case tr.Error != "":
 			fmt.Fprintf(w, "  %-24s FAILED: %s (%d files, %s deleted before the failure)\n", tr.Table, tr.Error, tr.FilesDeleted, bytesText(tr.BytesDeleted))
 		default:
@@ -127,6 +189,9 @@ func (a *app) printRun(store string, rep *retention.RunReport) {
 		if !tr.Skipped && tr.Error == "" {
 			cleaned++
 		}
+	}
+	if r := rep.Registry; len(r.Remove) > 0 {
+		fmt.Fprintf(w, "  %-24s %d of %d old registry versions removed (%d kept by pins or the window) %s\n", "registry", r.Deleted, len(r.Remove), r.Kept, r.Error)
 	}
 	fmt.Fprintf(w, "total: %d tables cleaned, %d failed; %d versions, %d files, %s removed\n",
 		cleaned, rep.Failed, rep.Totals.VersionsRemoved, rep.Totals.FilesDeleted, bytesText(rep.Totals.BytesDeleted))

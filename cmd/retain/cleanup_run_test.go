@@ -141,10 +141,27 @@ func TestCleanupRunCLITableFails(t *testing.T) {
 		t.Cleanup(func() { os.Chmod(tdir, 0o755) })
 	}
 	out, errs, code := retain(t, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1")
-	if code != 1 || !strings.Contains(out, "branch-tag.lance") || !strings.Contains(out, "FAILED") || !strings.Contains(errs, "1 of 2 tables failed") {
+	if code != 1 || !strings.Contains(out, "branch-tag.lance") || !strings.Contains(out, "FAILED") || !strings.Contains(errs, "stopped part-way (1 table(s) done, 1 left)") || !strings.Contains(errs, "--resume") {
 		t.Fatalf("run: %d\n%s\n%s", code, out, errs)
 	}
 	if _, err := os.Stat(filepath.Join(db, "deletes.lance", "_versions", "18446744073709551611.manifest")); err == nil {
 		t.Fatal("deletes.lance was not cleaned")
+	}
+	// A new run is refused until this one is resumed; resume still fails
+	// while the table is undeletable, then finishes once it is not.
+	if _, errs, code := retain(t, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1"); code != 1 || !strings.Contains(errs, "unfinished cleanup run") {
+		t.Fatalf("new run while one is open: %d %s", code, errs)
+	}
+	if _, errs, code := retain(t, "cleanup", "run", db, "--resume", "--keep-last", "1"); code != 2 {
+		t.Fatalf("resume with a window: %d %s", code, errs)
+	}
+	if os.Getuid() == 0 {
+		exec.Command("chattr", "-i", tdir).Run()
+	} else {
+		os.Chmod(tdir, 0o755)
+	}
+	out, errs, code = retain(t, "cleanup", "run", db, "--resume", "--confirm-write-outage", "--progress")
+	if code != 0 || !strings.Contains(out, "resumed cleanup run") || !strings.Contains(errs, "[2/2] branch-tag.lance done") {
+		t.Fatalf("resume: %d\n%s\n%s", code, out, errs)
 	}
 }

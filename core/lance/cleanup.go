@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/internal/failpoint"
 )
 
 // Cleanup of one Lance dataset family: the main dataset and every branch
@@ -805,6 +806,10 @@ func (pl *planner) finish() {
 	pl.removed = nil
 }
 
+// FPCleanupAfterManifests is the failpoint inside a table's cleanup: the
+// removed versions' manifests are gone, their files not yet.
+const FPCleanupAfterManifests = "lance-cleanup/after-manifests"
+
 // ExecuteCleanup carries out plan on d (the main dataset it was made for).
 // First it re-checks what the plan relied on — every branch's latest
 // version, every tag and branch file — and refuses with ErrPlanStale if any
@@ -851,6 +856,7 @@ func (d *Dataset) ExecuteCleanup(ctx context.Context, plan *Plan) (*Result, erro
 		return res, fmt.Errorf("cleanup of %q: %d manifest(s) could not be deleted (first %q: %s); no other file was deleted: run the cleanup again",
 			d.Root, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
 	}
+	failpoint.Hit(FPCleanupAfterManifests)
 	if err := d.deleteAll(ctx, files, res, false); err != nil {
 		return res, err
 	}

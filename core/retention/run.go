@@ -24,10 +24,13 @@ const (
 	FPRunAfterClaim    = "cleanup/after-claim"
 	FPRunAfterBoundary = "cleanup/after-boundary"
 	FPRunAfterTable    = "cleanup/after-table" // after each table
+	// FPRunMidTable is inside a table: its removed manifests are deleted,
+	// the rest of its files not yet.
+	FPRunMidTable = lance.FPCleanupAfterManifests
 )
 
 // RunFailpoints lists cleanup run's failpoints in order.
-var RunFailpoints = []string{FPRunAfterClaim, FPRunAfterBoundary, FPRunAfterTable}
+var RunFailpoints = []string{FPRunAfterClaim, FPRunAfterBoundary, FPRunMidTable, FPRunAfterTable}
 
 // Typed refusals of Run.
 var (

@@ -36,7 +36,9 @@ const (
 // JournalKey is the key of the run journal of operation op.
 func JournalKey(op string) string { return JournalPrefix + op + "/run.json" }
 
-func planKey(op string, i int) string { return fmt.Sprintf("%s%s/tables/%04d.json", JournalPrefix, op, i) }
+func planKey(op string, i int) string {
+	return fmt.Sprintf("%s%s/tables/%04d.json", JournalPrefix, op, i)
+}
 
 func openKey(op string) string { return openPrefix + op }
 

@@ -15,7 +15,9 @@ package failpoint
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Env is the environment variable naming the failpoints to trigger.
@@ -42,9 +44,51 @@ func Enabled(name string) bool {
 	return false
 }
 
+// PauseEnv names failpoints that pause instead of exiting, and PauseDir
+// the folder of the handshake: at such a failpoint the process creates
+// <PauseDir>/<name with / as _>.reached and waits until
+// <...>.continue exists. Tests use it to hold a process mid-protocol (with
+// the claim held) while another process runs.
+const (
+	PauseEnv = "RETAIN_FAILPOINT_PAUSE"
+	PauseDir = "RETAIN_FAILPOINT_DIR"
+)
+
+// PauseFile is the handshake file of failpoint name with suffix
+// ".reached" or ".continue".
+func PauseFile(dir, name, suffix string) string {
+	return filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+suffix)
+}
+
+func pause(name string) bool {
+	dir := os.Getenv(PauseDir)
+	if dir == "" {
+		return false
+	}
+	for _, n := range strings.Split(os.Getenv(PauseEnv), ",") {
+		if strings.TrimSpace(n) != name {
+			continue
+		}
+		if err := os.WriteFile(PauseFile(dir, name, ".reached"), nil, 0o644); err != nil {
+			return false
+		}
+		for {
+			if _, err := os.Stat(PauseFile(dir, name, ".continue")); err == nil {
+				return true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return false
+}
+
 // Hit exits the process with ExitCode, after one line on stderr, if name is
-// enabled; otherwise it returns at once.
+// enabled; a failpoint named in PauseEnv pauses instead; otherwise Hit
+// returns at once.
 func Hit(name string) {
+	if pause(name) {
+		return
+	}
 	if !Enabled(name) {
 		return
 	}

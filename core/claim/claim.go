@@ -220,9 +220,26 @@ func create(ctx context.Context, s *core.Store, p Payload, scope core.Scope) (*H
 		if rerr != nil {
 			return nil, &HeldError{Err: rerr}
 		}
+		if holder.OwnerToken == p.OwnerToken {
+			// Our own create, applied by a retry below us.
+			return &Handle{store: s, payload: p, version: hinfo.Version, scope: scope}, nil
+		}
 		return nil, &HeldError{Holder: holder, Version: hinfo.Version}
 	}
 	if err != nil {
+		// The outcome is unknown (a lost response): the token is fresh and
+		// secret, so a claim carrying it can only be this create's. Reading
+		// it back decides; without that proof the error stands.
+		// A read has no effect, so it may be repeated until it answers.
+		for range 3 {
+			holder, hinfo, rerr := Read(ctx, s)
+			if rerr == nil && holder.OwnerToken == p.OwnerToken {
+				return &Handle{store: s, payload: p, version: hinfo.Version, scope: scope}, nil
+			}
+			if rerr == nil || errors.Is(rerr, core.ErrNotFound) {
+				break // answered: the claim is not ours
+			}
+		}
 		return nil, err
 	}
 	return &Handle{store: s, payload: p, version: info.Version, scope: scope}, nil

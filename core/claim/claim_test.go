@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -232,5 +233,43 @@ func TestReleaseWithoutConditionalDelete(t *testing.T) {
 	}
 	if err := h2.Verify(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// lostPut applies puts of the claim, then loses the response.
+type lostPut struct{ core.Driver }
+
+func (d lostPut) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	if _, err := d.Driver.Put(ctx, key, body, opts); err != nil {
+		return core.Info{}, err
+	}
+	return core.Info{}, core.Errorf("put", key, core.ErrTransient, "timed out waiting for the response")
+}
+
+// TestAcquireLostResponse: a create whose response was lost is recognised
+// by its token (read back), so the claim is not orphaned; a foreign claim
+// found on read-back is not mistaken for ours.
+func TestAcquireLostResponse(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	s, err := core.NewStore(ctx, "mem", lostPut{mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "test"})
+	if err != nil {
+		t.Fatalf("acquire with a lost response: %v", err)
+	}
+	if err := h.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claim.Acquire(ctx, s, claim.Request{Action: "other"}); !errors.Is(err, claim.ErrHeld) {
+		t.Fatalf("second acquire: %v", err)
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := claim.Read(ctx, s); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("after release: %v", err)
 	}
 }

@@ -199,7 +199,10 @@ func checkOp(op string) error {
 }
 
 // OpenRuns lists the operation ids of unfinished cleanup runs: one listing
-// request in the common case of none.
+// request in the common case of none. A marker left by a run whose journal
+// already says complete or abandoned (closing it was cut short) is tidied
+// away and not listed; a marker whose journal cannot be read is listed
+// (fail closed: it blocks new runs until resumed or abandoned).
 func OpenRuns(ctx context.Context, s *core.Store) ([]string, error) {
 	objs, err := s.List(ctx, openPrefix, 0)
 	if err != nil {
@@ -207,9 +210,45 @@ func OpenRuns(ctx context.Context, s *core.Store) ([]string, error) {
 	}
 	var ops []string
 	for _, o := range objs {
-		ops = append(ops, strings.TrimPrefix(o.Key, openPrefix))
+		op := strings.TrimPrefix(o.Key, openPrefix)
+		if j, _, err := ReadJournal(ctx, s, op); err == nil && (j.State == StateComplete || j.State == StateAbandoned) {
+			if !s.ReadOnly() {
+				if err := tidy(ctx, s, j); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		ops = append(ops, op)
 	}
 	return ops, nil
+}
+
+// tidy drops the plans and the open marker of a closed run.
+func tidy(ctx context.Context, s *core.Store, j *Journal) error {
+	var keys []string
+	for _, t := range j.Tables {
+		if t.PlanKey != "" {
+			keys = append(keys, t.PlanKey)
+		}
+	}
+	if len(keys) > 0 {
+		res, err := s.DeleteMany(ctx, keys)
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dropping the journaled plans of closed run %s: %w", j.OperationID, err)
+		}
+	}
+	if err := s.Delete(ctx, openKey(j.OperationID), core.DeleteOptions{}); err != nil {
+		return fmt.Errorf("closing run %s (%s): %w", j.OperationID, openKey(j.OperationID), err)
+	}
+	return nil
 }
 
 // readPlan reads a table's journaled plan and checks it is the plan the

@@ -263,7 +263,15 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		return rep, fmt.Errorf("marking the run open (nothing was deleted): %w", err)
 	}
 	if len(rep.Boundaries) > 0 {
-		if _, err := reg.Commit(ctx, rv, draft); err != nil {
+		_, err := reg.Commit(ctx, rv, draft)
+		if err != nil {
+			// A lost response may hide a commit that landed: the version
+			// carrying this run's rows decides.
+			if ok, perr := boundariesPublished(ctx, s, j, &RunReport{}); perr == nil && ok {
+				err = nil
+			}
+		}
+		if err != nil {
 			// Not published: the run must never resume. Close it.
 			j.State, j.Note = StateAbandoned, "the gc boundary commit failed; nothing was deleted"
 			if cerr := closeRun(ctx, jw); cerr != nil {
@@ -520,26 +528,12 @@ func boolInt(b bool) int {
 }
 
 // closeRun saves the journal's final state, then drops the plans and the
-// open marker.
+// open marker (OpenRuns finishes that part if it is cut short).
 func closeRun(ctx context.Context, jw *journalWriter) error {
 	if err := jw.save(ctx); err != nil {
 		return err
 	}
-	var keys []string
-	for _, t := range jw.j.Tables {
-		if t.PlanKey != "" {
-			keys = append(keys, t.PlanKey)
-		}
-	}
-	if len(keys) > 0 {
-		if _, err := jw.s.DeleteMany(ctx, keys); err != nil {
-			return fmt.Errorf("dropping the run's journaled plans: %w", err)
-		}
-	}
-	if err := jw.s.Delete(ctx, openKey(jw.j.OperationID), core.DeleteOptions{}); err != nil {
-		return fmt.Errorf("closing the run (%s): %w", openKey(jw.j.OperationID), err)
-	}
-	return nil
+	return tidy(ctx, jw.s, jw.j)
 }
 
 // Abandon closes an unfinished run without carrying out the rest of it,
@@ -577,7 +571,7 @@ func Abandon(ctx context.Context, s *core.Store, loc core.Location, op string, o
 func release(ctx context.Context, h *claim.Handle) error {
 	ctx = context.WithoutCancel(ctx)
 	var err error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < 5; attempt++ {
 		err = h.Release(ctx)
 		if err == nil {
 			return nil

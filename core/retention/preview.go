@@ -24,13 +24,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
 )
 
@@ -161,16 +159,11 @@ type Totals struct {
 	OldestRemovable *time.Time `json:"oldest_removable,omitempty"`
 }
 
-// root is one checkpoint pin of a table.
-type root struct {
-	row  checkpoint.Row
-	name string
-}
-
 // Preview plans the cleanup of every table of store s under p, reading
-// only: the tables (protocol.DiscoverTables), the registry head, each
-// pinned version's manifest, and what lance.PlanCleanup reads. Any root it
-// cannot resolve refuses the whole store with a *RefusedError.
+// only: root planning (ResolveRoots: the registry head, the tables, each
+// pinned version's manifest), then what lance.PlanCleanup reads for each
+// table. Any root it cannot resolve refuses the whole store with a
+// *RefusedError.
 func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	if p.OlderThan == 0 && p.KeepLast == 0 {
 		return nil, core.Errorf("cleanup-preview", "", core.ErrInvalidArgument, "set --older-than and/or --keep-last: say which versions to keep (keep-last 1 keeps only the latest)")
@@ -192,63 +185,18 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		plan.Policy.Cutoff = &cutoff
 	}
 
-	// The registry: live checkpoints and their rows.
-	rv, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
+	rs, err := ResolveRoots(ctx, s)
 	if err != nil {
-		return nil, &RefusedError{Key: checkpoint.RegistryPath, Reason: "reading the checkpoint registry head", Cause: err}
+		return nil, err
 	}
-	plan.RegistryVersion = uint64(rv)
-	pins := map[string][]root{} // by table path
-	for _, c := range snap.Live() {
-		plan.Checkpoints = append(plan.Checkpoints, Checkpoint{Name: c.Name, ID: string(c.ID), Pins: len(c.Rows)})
-		for _, r := range c.Rows {
-			pins[r.Path] = append(pins[r.Path], root{row: r, name: c.Name})
-		}
-	}
+	plan.RegistryVersion = rs.RegistryVersion
+	plan.Checkpoints = rs.Checkpoints
 
-	tables, err := protocol.DiscoverTables(ctx, s)
-	if err != nil {
-		return nil, &RefusedError{Reason: "discovering the store's tables", Cause: err}
-	}
-	found := map[string]bool{}
-	for _, t := range tables {
-		found[t] = true
-	}
-	var missing []string
-	for path := range pins {
-		if !found[path] {
-			missing = append(missing, path)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		r := pins[missing[0]][0]
-		return nil, &RefusedError{Table: missing[0], Key: missing[0] + "/",
-			Reason: fmt.Sprintf("checkpoint %s (%s) pins %s v%d of a table that no longer exists", r.name, r.row.CheckpointID, r.row.Branch, r.row.Version)}
-	}
-
-	// Resolve every root before planning any table.
-	extra := map[string][]lance.Root{}
-	datasets := map[string]*lance.Dataset{}
-	for _, t := range tables {
-		ds, err := lance.Open(s, t)
+	for _, tr := range rs.Tables {
+		t := tr.Table
+		lp, err := tr.Dataset.PlanCleanup(ctx, lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: tr.Extra, Now: func() time.Time { return now }})
 		if err != nil {
-			return nil, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}
-		}
-		datasets[t] = ds
-		for _, r := range pins[t] {
-			if err := checkPin(ctx, ds, r); err != nil {
-				return nil, err
-			}
-			extra[t] = append(extra[t], lance.Root{Branch: r.row.Branch, Version: r.row.Version,
-				Reason: fmt.Sprintf("checkpoint %s (%s)", r.name, r.row.CheckpointID)})
-		}
-	}
-
-	for _, t := range tables {
-		lp, err := datasets[t].PlanCleanup(ctx, lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: extra[t], Now: func() time.Time { return now }})
-		if err != nil {
-			if errors.Is(err, lance.ErrNotDataset) && len(pins[t]) == 0 {
+			if errors.Is(err, lance.ErrNotDataset) && len(tr.Extra) == 0 {
 				// A table being created or half deleted: nothing to plan.
 				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{},
 					Notes: []string{"no manifest: a table being created or half deleted; skipped"}})

@@ -27,8 +27,8 @@ import (
 
 // The depth-flat gate of cleanup planning (issue 7, section 6): with 3
 // checkpoints over 10 tables, root planning (ResolveRoots) costs the same
-// requests at table depth 100 and 2,000 except for table discovery, whose
-// skip-scan is bounded by the top-level entries, and Preview costs a
+// requests at table depth 100 and 2,000 (table discovery included: one
+// request per top-level entry + 1), and Preview costs a
 // constant plus what the versions it removes cost (reading each removed
 // manifest once, the listing pages their objects fill).
 //
@@ -470,9 +470,10 @@ func measureDepth(t *testing.T, be costBackend, depth int) depthCost {
 	return dc
 }
 
-// TestPlanningCostDepthFlat is the gate: root planning (but for table
-// discovery, bounded by the top-level entries) and the part of Preview not
-// owed to removed versions cost the same requests at depth 100 and 2,000.
+// TestPlanningCostDepthFlat is the gate: root planning (table discovery
+// included: one request per top-level entry + 1) and the part of Preview
+// not owed to removed versions cost exactly the same requests at depth 100
+// and 2,000.
 // The gate runs on memstore (63,000 objects written in memory); localfs
 // at depth 100 must classify every request the same, so the gate holds for
 // it too (BenchmarkPreviewDepth measures localfs at both depths).
@@ -493,19 +494,17 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 		if want := int64(costTables * len(costPins(dc.depth))); dc.rootsBy[classPinCheck] != want {
 			t.Errorf("depth %d: root planning read %d pinned manifests, want %d (one per pin)", dc.depth, dc.rootsBy[classPinCheck], want)
 		}
-		// Discovery is a skip-scan: at most one listing page per top-level
-		// entry plus the last, however deep the tables are.
-		if d := dc.rootsBy[classDiscovery]; d < 1 || d > int64(dc.entries+1) {
-			t.Errorf("depth %d: discovery made %d listing requests, want 1 to %d (top-level entries + 1)", dc.depth, d, dc.entries+1)
+		// Discovery is a skip-scan of one-key pages: exactly one request
+		// per top-level entry plus the last, however deep the tables are.
+		if d := dc.rootsBy[classDiscovery]; d != int64(dc.entries+1) {
+			t.Errorf("depth %d: discovery made %d listing requests, want %d (top-level entries + 1)", dc.depth, d, dc.entries+1)
 		}
 	}
 	if lo.entries != hi.entries {
 		t.Fatalf("the stores have %d and %d top-level entries", lo.entries, hi.entries)
 	}
-	// At depth 2,000 every table fills a page by itself (at depth 100 one
-	// page holds three tables): one request per table at least.
-	if d := hi.rootsBy[classDiscovery]; d < costTables {
-		t.Errorf("depth %d: discovery made %d listing requests, want at least %d (one per table)", hi.depth, d, costTables)
+	if lo.roots.counts != hi.roots.counts {
+		t.Errorf("root planning: %+v requests at depth %d, %+v at depth %d: not depth-flat", lo.roots.counts, lo.depth, hi.roots.counts, hi.depth)
 	}
 	rootsFlat := func(dc depthCost) int64 { return dc.roots.counts.Total() - dc.rootsBy[classDiscovery] }
 	if rootsFlat(lo) != rootsFlat(hi) {

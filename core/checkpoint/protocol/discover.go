@@ -18,7 +18,13 @@ const TableSuffix = ".lance"
 // refused (core.ErrLimitExceeded) rather than listed without end.
 var MaxTables = 10_000
 
-const discoverPage = 1000
+// discoverPage is 1: each request returns the first key of the next
+// top-level entry and the scan jumps past it, so discovery costs exactly
+// top-level entries + 1 requests whatever the tables hold. Larger pages
+// save requests only while tables are tiny (a page then spans several), and
+// make the cost depend on table depth (issue 7: planning must not grow with
+// depth).
+const discoverPage = 1
 
 // DiscoverTables names the LanceDB tables at the top of the store: the
 // folders "<table>.lance/" of the root, sorted. On a store with ordered

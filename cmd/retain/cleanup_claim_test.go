@@ -27,8 +27,10 @@ func TestCleanupClaimRefusesOthers(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// done is closed when the process ended; waitErr is then its outcome.
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		os.WriteFile(failpoint.PauseFile(hs, retention.FPRunAfterBoundary, ".continue"), nil, 0o644)
 		select {
@@ -43,8 +45,8 @@ func TestCleanupClaimRefusesOthers(t *testing.T) {
 			break
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("cleanup ended before the pause: %v\n%s\n%s", err, out.String(), errb.String())
+		case <-done:
+			t.Fatalf("cleanup ended before the pause: %v\n%s\n%s", waitErr, out.String(), errb.String())
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -62,6 +64,7 @@ func TestCleanupClaimRefusesOthers(t *testing.T) {
 		{"checkpoint", "create", "other", db},
 		{"checkpoint", "delete", "nightly", db},
 		{"reconcile", db},
+		{"branch", "delete", "team/x", db},
 		{"cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1"},
 	} {
 		_, errs, code := retain(t, args...)
@@ -76,9 +79,9 @@ func TestCleanupClaimRefusesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("cleanup after the pause: %v\n%s\n%s", err, out.String(), errb.String())
+	case <-done:
+		if waitErr != nil {
+			t.Fatalf("cleanup after the pause: %v\n%s\n%s", waitErr, out.String(), errb.String())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("cleanup did not finish after the pause")

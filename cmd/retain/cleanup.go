@@ -24,6 +24,9 @@ type cleanupPreviewJSON struct {
 	RunNeedsWriteOutage bool `json:"run_needs_write_outage"`
 	// DeferringCost is what waiting keeps accumulating.
 	DeferringCost deferringCost `json:"deferring_cost"`
+	// UnfinishedRuns are cleanup runs a `run` would first have to resume
+	// or abandon.
+	UnfinishedRuns []string `json:"unfinished_runs,omitempty"`
 }
 
 type deferringCost struct {
@@ -54,10 +57,17 @@ func (a *app) cleanupCmd() *cobra.Command {
 				return err
 			}
 			cost := deferringCost{VersionsRemovable: p.Totals.VersionsRemoved, BytesReclaimable: p.Totals.BytesToDelete, Since: p.Totals.OldestRemovable}
+			open, err := retention.OpenRuns(cmd.Context(), s)
+			if err != nil {
+				return err
+			}
 			if a.jsonOut {
-				return a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost})
+				return a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost, UnfinishedRuns: open})
 			}
 			a.printPreview(args[0], p, cost)
+			for _, op := range open {
+				fmt.Fprintf(a.stdout, "unfinished: cleanup run %s stopped part-way; `retain cleanup run --resume` finishes it before any new run plans\n", op)
+			}
 			return nil
 		},
 	}

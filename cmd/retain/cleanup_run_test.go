@@ -152,6 +152,9 @@ func TestCleanupRunCLITableFails(t *testing.T) {
 	if _, errs, code := retain(t, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1"); code != 1 || !strings.Contains(errs, "unfinished cleanup run") {
 		t.Fatalf("new run while one is open: %d %s", code, errs)
 	}
+	if out, errs, code := retain(t, "cleanup", "preview", db, "--keep-last", "1"); code != 0 || !strings.Contains(out, "unfinished: cleanup run cleanup-") {
+		t.Fatalf("preview with an unfinished run: %d %s %s", code, out, errs)
+	}
 	if _, errs, code := retain(t, "cleanup", "run", db, "--resume", "--keep-last", "1"); code != 2 {
 		t.Fatalf("resume with a window: %d %s", code, errs)
 	}

@@ -181,7 +181,11 @@ func (a *app) printRun(store string, rep *retention.RunReport) {
 	if rep.Resumed {
 		what = "resumed cleanup run"
 	}
-	fmt.Fprintf(w, "%s %s of %s: gc boundaries published at registry version %d\n", what, rep.OperationID, store, rep.BoundaryVersion)
+	if rep.BoundaryVersion == 0 {
+		fmt.Fprintf(w, "%s %s of %s: no table has anything to remove; no gc boundary moved\n", what, rep.OperationID, store)
+	} else {
+		fmt.Fprintf(w, "%s %s of %s: gc boundaries published at registry version %d\n", what, rep.OperationID, store, rep.BoundaryVersion)
+	}
 	for _, tr := range rep.Tables {
 		switch {
 		case tr.Skipped:

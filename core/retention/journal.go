@@ -99,6 +99,7 @@ type JournalTable struct {
 	TableID     checkpoint.ID `json:"table_id,omitempty"`
 	Incarnation uint64        `json:"incarnation,omitempty"`
 	RootDigest  string        `json:"root_digest,omitempty"`
+	Cutoff      string        `json:"cutoff,omitempty"`
 	PlanKey     string        `json:"plan_key,omitempty"`
 	State       TableState    `json:"state"`
 	Error       string        `json:"error,omitempty"`
@@ -284,11 +285,16 @@ type IncompleteError struct {
 	OperationID string
 	Done        int // tables carried out
 	Left        int // tables pending or failed
-	Cause       error
+	// FirstFailure is the first failed table and its error.
+	FirstFailure string
+	Cause        error
 }
 
 func (e *IncompleteError) Error() string {
 	msg := fmt.Sprintf("cleanup run %s stopped part-way (%d table(s) done, %d left); nothing pinned was touched; finish it with `retain cleanup run --resume`, which carries out the same plans", e.OperationID, e.Done, e.Left)
+	if e.FirstFailure != "" {
+		msg += "; first failure: " + e.FirstFailure
+	}
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}

@@ -111,7 +111,7 @@ func planRegistry(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 
 // cleanRegistry deletes the journaled registry versions that the registry
 // pins still do not keep; failures are recorded for resume.
-func cleanRegistry(ctx context.Context, s *core.Store, rc *RegistryCleanup) {
+func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *RegistryCleanup) {
 	_, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
 	var keep map[uint64]string
 	if err == nil {
@@ -132,17 +132,34 @@ func cleanRegistry(ctx context.Context, s *core.Store, rc *RegistryCleanup) {
 		rc.State, rc.Error = TableDone, ""
 		return
 	}
-	res, err := s.DeleteMany(ctx, keys)
-	if err != nil {
-		rc.State, rc.Error = TableFailed, "deleting old registry versions: "+err.Error()
+	line := AuditRecord{Event: AuditRemoving, Table: checkpoint.RegistryPath, FilesPlanned: len(keys)}
+	for _, k := range keys {
+		v, _ := checkpoint.ParseVersionKey(k)
+		line.Versions = append(line.Versions, fmt.Sprintf("registry v%d", v))
+	}
+	if err := au.write(ctx, line); err != nil {
+		rc.State, rc.Error = TableFailed, "nothing deleted: "+err.Error()
 		return
 	}
+	res, err := s.DeleteMany(ctx, keys)
 	rc.State, rc.Error, rc.Deleted = TableDone, "", 0
+	if err != nil {
+		rc.State, rc.Error = TableFailed, "deleting old registry versions: "+err.Error()
+	}
 	for _, r := range res {
 		if r.Err != nil {
 			rc.State, rc.Error = TableFailed, fmt.Sprintf("deleting %s: %v", r.Key, r.Err)
 			continue
 		}
-		rc.Deleted++
+		if err == nil {
+			rc.Deleted++
+		}
+	}
+	line.Event, line.VersionsRemoved, line.FilesRemoved = AuditRemoved, rc.Deleted, rc.Deleted
+	if rc.State == TableFailed {
+		line.Event, line.Error = AuditRemoveFailed, rc.Error
+	}
+	if err := au.write(ctx, line); err != nil && rc.State != TableFailed {
+		rc.Error = "the audit line of the outcome was not written: " + err.Error()
 	}
 }

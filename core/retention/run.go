@@ -217,6 +217,12 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			plans = append(plans, nil)
 			continue
 		}
+		if len(tp.Lance.Files) == 0 {
+			// Nothing to remove: no boundary moves, no line is written.
+			j.Tables = append(j.Tables, JournalTable{Table: tp.Table, State: TableDone})
+			plans = append(plans, nil)
+			continue
+		}
 		t, ok := draft.TableByPath(tp.Table)
 		if !ok {
 			if t, err = draft.AddTable(checkpoint.NewID(), tp.Table, now); err != nil {
@@ -230,7 +236,7 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			return rep, err
 		}
 		rep.Boundaries = append(rep.Boundaries, g)
-		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest,
+		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest, Cutoff: g.Cutoff,
 			PlanKey: planKey(op, len(plans)), State: TablePending})
 		plans = append(plans, tp.Lance)
 	}
@@ -239,6 +245,16 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	}
 	if len(rep.Boundaries) == 0 {
 		j.BoundaryVersion = 0
+		if len(j.Registry.Remove) == 0 {
+			// Nothing to remove anywhere: nothing is journaled or committed,
+			// and the pass stays quiet.
+			for _, jt := range j.Tables {
+				rep.Tables = append(rep.Tables, TableRun{Table: jt.Table, State: jt.State, Skipped: jt.State == TableSkipped, Notes: nonEmpty(jt.Error)})
+			}
+			rep.Registry = j.Registry
+			rep.FinishedAt = time.Now().UTC()
+			return rep, nil
+		}
 	}
 
 	// Journal the plans, then publish the boundaries in one commit, before
@@ -430,6 +446,7 @@ func boundariesPublished(ctx context.Context, s *core.Store, j *Journal, rep *Ru
 // registry's own cleanup, and closes or suspends the run.
 func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress)) error {
 	j := jw.j
+	au := &auditor{s: s, op: j.OperationID, actor: h.Payload().Actor}
 	total, done := 0, 0
 	for _, t := range j.Tables {
 		if t.PlanKey != "" {
@@ -463,7 +480,7 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 			continue
 		}
 		jt.Attempts++
-		runTable(ctx, s, *jt, &tr)
+		runTable(ctx, s, au, *jt, &tr)
 		jt.VersionsRemoved += tr.VersionsRemoved
 		jt.FilesDeleted += tr.FilesDeleted
 		jt.BytesDeleted += tr.BytesDeleted
@@ -495,7 +512,7 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	}
 	if stop == nil && (j.Registry.State == TablePending || j.Registry.State == TableFailed) {
 		if stop = h.Verify(ctx); stop == nil {
-			cleanRegistry(ctx, s, &j.Registry)
+			cleanRegistry(ctx, s, au, &j.Registry)
 			if err := jw.save(ctx); err != nil {
 				stop = err
 			}
@@ -517,7 +534,23 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	if err := jw.save(ctx); err != nil && stop == nil {
 		stop = err
 	}
-	return &IncompleteError{OperationID: j.OperationID, Done: done, Left: total - done + boolInt(j.Registry.State == TableFailed), Cause: stop}
+	ie := &IncompleteError{OperationID: j.OperationID, Done: done, Left: total - done + boolInt(j.Registry.State == TableFailed), Cause: stop}
+	for _, t := range j.Tables {
+		if t.State == TableFailed && ie.FirstFailure == "" {
+			ie.FirstFailure = t.Table + ": " + t.Error
+		}
+	}
+	if ie.FirstFailure == "" && j.Registry.State == TableFailed {
+		ie.FirstFailure = "registry: " + j.Registry.Error
+	}
+	return ie
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 func boolInt(b bool) int {
@@ -587,7 +620,8 @@ func release(ctx context.Context, h *claim.Handle) error {
 }
 
 // runTable carries out one journaled plan; a panic or error is the table's.
-func runTable(ctx context.Context, s *core.Store, jt JournalTable, tr *TableRun) {
+// Its removals are framed by audit lines: no "removing" line, no deletion.
+func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun) {
 	defer func() {
 		if r := recover(); r != nil {
 			tr.err = fmt.Errorf("cleanup of %s panicked: %v", jt.Table, r)
@@ -595,6 +629,18 @@ func runTable(ctx context.Context, s *core.Store, jt JournalTable, tr *TableRun)
 		}
 	}()
 	lp, err := readPlan(ctx, s, jt)
+	var line *AuditRecord
+	if err == nil {
+		versions, files, bytes := planned(lp)
+		if files > 0 {
+			line = &AuditRecord{Event: AuditRemoving, Table: jt.Table, Cutoff: jt.Cutoff, RootDigest: jt.RootDigest,
+				Versions: versions, FilesPlanned: files, BytesPlanned: bytes}
+			if err = au.write(ctx, *line); err != nil {
+				err = fmt.Errorf("nothing deleted: %w", err)
+				line = nil
+			}
+		}
+	}
 	if err == nil {
 		var ds *lance.Dataset
 		if ds, err = lance.Open(s, jt.Table); err == nil {
@@ -615,6 +661,17 @@ func runTable(ctx context.Context, s *core.Store, jt JournalTable, tr *TableRun)
 	if err != nil {
 		tr.err = err
 		tr.Error = err.Error()
+	}
+	if line != nil {
+		line.Event, line.Error = AuditRemoved, ""
+		if err != nil {
+			line.Event, line.Error = AuditRemoveFailed, err.Error()
+		}
+		line.VersionsRemoved, line.FilesRemoved, line.BytesRemoved = tr.VersionsRemoved, tr.FilesDeleted, tr.BytesDeleted
+		if werr := au.write(ctx, *line); werr != nil {
+			// The "removing" line stands for these deletions.
+			tr.Notes = append(tr.Notes, "the audit line of the outcome was not written: "+werr.Error())
+		}
 	}
 }
 

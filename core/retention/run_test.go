@@ -3,10 +3,12 @@ package retention
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
@@ -326,5 +328,83 @@ func TestRunCleansRegistry(t *testing.T) {
 	in, err = protocol.Show(bg, s, id, false)
 	if err != nil || in.Health != "invalid" || in.Pins[0].Kind != "registry" || in.Pins[0].Status != protocol.PinGone {
 		t.Fatalf("nightly without its registry version: %+v, %v", in, err)
+	}
+}
+
+// TestRunAudit: every table's removals are framed by a "removing" and a
+// "removed" line with the exact counts; a run that removes nothing writes
+// no line; without a "removing" line nothing is deleted.
+func TestRunAudit(t *testing.T) {
+	dir, _ := setup(t)
+	s := open(t, dir, false)
+	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := ReadAudit(bg, s, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTable := map[string][]AuditRecord{}
+	for _, l := range lines {
+		if l.OperationID != rep.OperationID || l.Actor == "" || l.Format != 1 {
+			t.Fatalf("line: %+v", l)
+		}
+		byTable[l.Table] = append(byTable[l.Table], l)
+	}
+	for _, tr := range rep.Tables {
+		ls := byTable[tr.Table]
+		if len(ls) != 2 || ls[0].Event != AuditRemoving || ls[1].Event != AuditRemoved {
+			t.Fatalf("%s: lines %+v", tr.Table, ls)
+		}
+		got := ls[1]
+		if got.VersionsRemoved != tr.VersionsRemoved || got.FilesRemoved != tr.FilesDeleted || got.BytesRemoved != tr.BytesDeleted ||
+			len(got.Versions) != tr.VersionsRemoved || got.FilesPlanned != tr.FilesDeleted || got.RootDigest != tr.RootDigest || got.Cutoff == "" {
+			t.Fatalf("%s: removed line %+v, table %+v", tr.Table, got, tr)
+		}
+	}
+	if del := byTable["deletes.lance"]; len(del) == 2 && strings.Join(del[1].Versions, ",") != "main v1,main v2,main v4" {
+		t.Fatalf("deletes.lance versions: %v", del[1].Versions)
+	}
+	// Nothing left to remove: the second run is quiet.
+	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := ReadAudit(bg, s, time.Time{})
+	if err != nil || len(again) != len(lines) {
+		t.Fatalf("a run that removed nothing wrote %d lines (%v)", len(again)-len(lines), err)
+	}
+}
+
+// failAudit refuses writes of audit lines.
+type failAudit struct{ core.Driver }
+
+func (d failAudit) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	if strings.HasPrefix(key, AuditPrefix) {
+		return core.Info{}, core.Errorf("put", key, core.ErrPermissionDenied, "injected: audit log not writable")
+	}
+	return d.Driver.Put(ctx, key, body, opts)
+}
+
+// TestRunNoAuditNoDeletion: the audit gate. When the "removing" line
+// cannot be written, the table is not touched.
+func TestRunNoAuditNoDeletion(t *testing.T) {
+	dir, _ := setup(t)
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", failAudit{drv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := tableFiles(t, dir)
+	_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	if !errors.Is(err, ErrRunIncomplete) || !strings.Contains(err.Error(), "audit") {
+		t.Fatalf("run without an audit log: %v", err)
+	}
+	if after := tableFiles(t, dir); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Fatal("deleted without an audit line")
 	}
 }

@@ -46,7 +46,7 @@ file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
 	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level (trace, debug, info, warn, error); env RETAIN_LOG")
-	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd())
+	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd())
 	err := root.Execute()
 	if err == nil {
 		return 0

@@ -29,6 +29,9 @@ const (
 	FPRunMidTable = lance.FPCleanupAfterManifests
 )
 
+// MinOnlineAge is the shortest older-than window an online run accepts.
+const MinOnlineAge = time.Hour
+
 // RunFailpoints lists cleanup run's failpoints in order.
 var RunFailpoints = []string{FPRunAfterClaim, FPRunAfterBoundary, FPRunMidTable, FPRunAfterTable}
 
@@ -44,9 +47,16 @@ var (
 
 // RunOptions configure Run.
 type RunOptions struct {
-	// ConfirmWriteOutage must be true: the caller confirms no writer
-	// commits to the store's tables while the run deletes.
+	// ConfirmWriteOutage: the caller confirms no writer commits to the
+	// store's tables while the run deletes. Either it or Online is needed.
 	ConfirmWriteOutage bool
+	// Online runs while writers may commit (the maintenance daemon), as
+	// Lance's own cleanup does: only with a time window of at least
+	// MinOnlineAge, so that no version a writer may still be building on is
+	// removed; unreferenced files younger than the safety window are kept
+	// and each table's plan is re-checked right before its deletions (a
+	// commit since planning makes the table stale, untouched).
+	Online bool
 	// Actor recorded in the claim; default the claim's ($USER@host).
 	Actor string
 	// Scope of the store's writers; zero means claim.ScopeFor(loc).
@@ -55,6 +65,10 @@ type RunOptions struct {
 	OperationID string
 	// Progress, if set, is called after each table.
 	Progress func(Progress)
+	// IsolateReconcile: a reconcile conflict on a table skips that table
+	// (loudly, in its notes) instead of refusing the whole run; a conflict
+	// of the registry still refuses. The maintenance daemon sets it.
+	IsolateReconcile bool
 }
 
 func (o RunOptions) scope(loc core.Location) core.Scope {
@@ -141,7 +155,11 @@ type Progress struct {
 // Resume finishes it. An error that is not ErrRunIncomplete means nothing
 // was deleted.
 func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunOptions) (rep *RunReport, err error) {
-	if !o.ConfirmWriteOutage {
+	switch {
+	case o.Online && p.OlderThan < MinOnlineAge:
+		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
+			"an online cleanup (writers may be committing) needs an older-than window of at least %s, got %s: a writer may still build on a recent version; set a longer window, or stop the writers and confirm the write outage", MinOnlineAge, p.OlderThan)
+	case !o.Online && !o.ConfirmWriteOutage:
 		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
 			"cleanup run needs a write outage: no writer may commit to the store's tables while it runs, because a commit in flight could reference files it deletes; stop the writers and confirm (--confirm-write-outage)")
 	}
@@ -185,13 +203,30 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			ErrRunOpen, open[0], len(open)-1, open[0], core.Errorf("cleanup-run", openKey(open[0]), core.ErrPreconditionFailed, "unfinished cleanup run"))
 	}
 	popts := protocol.Options{Actor: o.Actor, Scope: scope}
+	conflicted := map[string]string{}
 	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err != nil {
-		return rep, fmt.Errorf("%w: reconcile under the claim: %w", ErrRunRefused, err)
+		if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || rep.Reconcile == nil {
+			return rep, fmt.Errorf("%w: reconcile under the claim: %w", ErrRunRefused, err)
+		}
+		for _, c := range rep.Reconcile.Conflicts {
+			if c.Path == "" || c.Path == checkpoint.RegistryPath {
+				return rep, fmt.Errorf("%w: reconcile under the claim: a store-wide conflict (%s): %w", ErrRunRefused, c.Detail, err)
+			}
+			if conflicted[c.Path] == "" {
+				conflicted[c.Path] = fmt.Sprintf("reconcile conflict (%s %s): %s; this table is skipped until `retain reconcile` settles it", c.Kind, c.Tag, c.Detail)
+			}
+		}
 	}
 
 	plan, err := Preview(ctx, s, p)
 	if err != nil {
 		return rep, err
+	}
+	for i := range plan.Tables {
+		if note := conflicted[plan.Tables[i].Table]; note != "" {
+			plan.Tables[i].Lance = nil
+			plan.Tables[i].Notes = append(plan.Tables[i].Notes, note)
+		}
 	}
 	rep.Policy = plan.Policy
 	if err := h.Verify(ctx); err != nil {

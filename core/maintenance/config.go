@@ -22,7 +22,9 @@ import (
 // and JSON.
 type Duration time.Duration
 
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + time.Duration(d).String() + `"`), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
 
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := string(b)

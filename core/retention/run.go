@@ -206,7 +206,12 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	conflicted := map[string]string{}
 	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err != nil {
 		if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || rep.Reconcile == nil {
-			return rep, fmt.Errorf("%w: reconcile under the claim: %w", ErrRunRefused, err)
+			first := ""
+			if rep.Reconcile != nil && len(rep.Reconcile.Conflicts) > 0 {
+				c := rep.Reconcile.Conflicts[0]
+				first = fmt.Sprintf(" (first: %s %s %s: %s)", c.Kind, c.Path, c.Tag, c.Detail)
+			}
+			return rep, fmt.Errorf("%w: reconcile under the claim%s; nothing was deleted: %w", ErrRunRefused, first, err)
 		}
 		for _, c := range rep.Reconcile.Conflicts {
 			if c.Path == "" || c.Path == checkpoint.RegistryPath {

@@ -38,7 +38,7 @@ func TestGateUnreadableState(t *testing.T) {
 		key  func(dir string) string
 		want error
 	}{
-		"tag": {func(string) string { return "branch-tag.lance/_refs/tags/v2-tag.json" }, ErrRunRefused},
+		"tag":     {func(string) string { return "branch-tag.lance/_refs/tags/v2-tag.json" }, ErrRunRefused},
 		"sidecar": {func(string) string { return "_retain/sidecars/create-bogus.json" }, ErrSidecarsPending},
 		"registry": {func(dir string) string {
 			return checkpoint.VersionKey(1)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/adapters/bundled"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 )
@@ -253,7 +252,7 @@ func (a *app) inspect(ctx context.Context, uri string, o inspectOptions) error {
 			return err
 		}
 	}
-	s, err := bundled.OpenReadOnly(ctx, uri, a.logger())
+	s, _, err := a.openStoreReadOnly(ctx, uri)
 	if err != nil {
 		return err
 	}

@@ -26,9 +26,18 @@ import (
 // Subtrees entirely at or before StartAfter are skipped without reading them
 // and the walk stops after PageSize+1 keys.
 //
-// Temp files, the reserved directory, symlinks (never followed) and
-// anything that is not a regular file are not listed; empty directories are
-// not keys.
+// Temp files and the reserved directory are the adapter's own and are not
+// listed; empty directories are not keys.
+//
+// A symlink (never followed) or a special file (fifo, socket, device) met
+// within the listed range is refused with ErrPermissionDenied naming it
+// (listRefusal), also when it is a directory on the prefix's own path. It is
+// not silently left out: whoever decides from a listing — cleanup deciding
+// which files no version references — would decide on a partial tree, and a
+// symlinked dataset or partition is data retain can neither see nor manage
+// (deleting through the link would delete outside the root). Entries outside
+// the range (another prefix, at or before StartAfter, past the page) do not
+// matter.
 func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
 	const op = "list"
 	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
@@ -66,9 +75,15 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	}
 	c, err := d.walk(op, opts.Prefix, segs, false)
 	if err != nil {
-		// No such directory, or a symlink on the way: nothing is listed.
-		if core.KindOf(err) == core.ErrNotFound || errors.Is(err, unix.ELOOP) {
+		// No such directory (or a file or special file where a directory
+		// would be): nothing is under the prefix.
+		if core.KindOf(err) == core.ErrNotFound {
 			return core.ListPage{}, nil
+		}
+		// A symlink on the way: whatever it points to would be under the
+		// prefix. Name it.
+		if errors.Is(err, unix.ELOOP) {
+			return core.ListPage{}, listRefusal(opts.Prefix, d.symlinkOnPath(segs, dirPart), entSymlink)
 		}
 		return core.ListPage{}, err
 	}
@@ -101,6 +116,42 @@ type listEnt struct {
 	name string
 	dir  bool
 	sort string
+	// refuse is entSymlink or entSpecial for an entry the listing refuses
+	// (listRefusal) when it reaches it; entAbsent otherwise.
+	refuse entryKind
+}
+
+// listRefusal refuses a listing of prefix that met a symlink (k
+// entSymlink) or a special file at path (relative to the root). The key is
+// path, so the error names what to fix; the message says why the listing
+// does not just leave it out, and the next step.
+func listRefusal(prefix, path string, k entryKind) *core.Error {
+	const partial = "the listing of %q refuses rather than leave it out (whatever is decided from the listing, such as which files cleanup deletes, would be decided on a partial tree): "
+	if k == entSymlink {
+		return core.Errorf("list", path, core.ErrPermissionDenied,
+			"%q under the store root is a symbolic link; localfs never follows symlinks, and "+partial+
+				"replace the link with the real folder, or point retain at the real location", path, prefix)
+	}
+	return core.Errorf("list", path, core.ErrPermissionDenied,
+		"%q under the store root is not a regular file or directory (a fifo, socket or device); localfs never opens one, and "+partial+
+			"move it out of the store", path, prefix)
+}
+
+// symlinkOnPath finds which directory of the prefix's path is the symlink
+// walk met (walking again, one more segment at a time); dirPart itself if
+// it is no longer found (replaced meanwhile).
+func (d *Driver) symlinkOnPath(segs []string, dirPart string) string {
+	for i := 1; i <= len(segs); i++ {
+		c, err := d.walk("list", dirPart, segs[:i], false)
+		if err != nil {
+			if errors.Is(err, unix.ELOOP) {
+				return strings.Join(segs[:i], "/")
+			}
+			break
+		}
+		c.close()
+	}
+	return strings.TrimSuffix(dirPart, "/")
 }
 
 // walk lists the directory fd (owned: closed on return), whose keys start
@@ -122,21 +173,35 @@ func (w *lister) walk(fd int, path, namePrefix string) error {
 		if !strings.HasPrefix(n, namePrefix) || strings.HasPrefix(n, tmpPrefix) || (path == "" && n == reservedDir) {
 			continue
 		}
+		k := entSpecial
 		switch t := e.Type(); {
 		case t.IsDir():
-			ents = append(ents, listEnt{name: n, dir: true, sort: n + "/"})
+			k = entDir
 		case t.IsRegular():
-			ents = append(ents, listEnt{name: n, sort: n})
+			k = entFile
+		case t&fs.ModeSymlink != 0:
+			k = entSymlink
 		case t&fs.ModeType == fs.ModeIrregular:
 			// unknown type: classify without following
-			if k, err := lstatAt(fd, n); err == nil {
-				switch k {
-				case entDir:
-					ents = append(ents, listEnt{name: n, dir: true, sort: n + "/"})
-				case entFile:
-					ents = append(ents, listEnt{name: n, sort: n})
-				}
+			lk, err := lstatAt(fd, n)
+			if err != nil {
+				return mapErr("list", w.prefix, "examining "+path+n, err)
 			}
+			if lk == entAbsent {
+				continue // removed meanwhile
+			}
+			k = lk
+		}
+		switch k {
+		case entDir:
+			ents = append(ents, listEnt{name: n, dir: true, sort: n + "/"})
+		case entFile:
+			ents = append(ents, listEnt{name: n, sort: n})
+		default:
+			// Sorted where its first key would be: a symlink could stand
+			// for the object n or for the keys under n/, a special file
+			// for n.
+			ents = append(ents, listEnt{name: n, sort: n, refuse: k})
 		}
 	}
 	sort.Slice(ents, func(i, j int) bool { return ents[i].sort < ents[j].sort })
@@ -145,6 +210,15 @@ func (w *lister) walk(fd int, path, namePrefix string) error {
 			return nil
 		}
 		full := path + e.sort
+		if e.refuse != entAbsent {
+			// Skipped only when every key it could stand for is at or
+			// before StartAfter (an earlier page went past it).
+			if e.refuse == entSymlink && (full+"/" > w.after || strings.HasPrefix(w.after, full+"/")) ||
+				e.refuse != entSymlink && full > w.after {
+				return listRefusal(w.prefix, full, e.refuse)
+			}
+			continue
+		}
 		if !e.dir {
 			if full <= w.after {
 				continue
@@ -153,8 +227,11 @@ func (w *lister) walk(fd int, path, namePrefix string) error {
 			switch {
 			case err == nil:
 				w.out = append(w.out, info)
-			case core.KindOf(err) == core.ErrNotFound, errors.Is(err, unix.ELOOP):
-				// removed or replaced by a symlink meanwhile
+			case errors.Is(err, unix.ELOOP):
+				// replaced by a symlink meanwhile
+				return listRefusal(w.prefix, full, entSymlink)
+			case core.KindOf(err) == core.ErrNotFound:
+				// removed (or replaced by a directory) meanwhile
 			default:
 				return err
 			}
@@ -168,8 +245,11 @@ func (w *lister) walk(fd int, path, namePrefix string) error {
 		cfd, err := unix.Openat(fd, e.name, openDirFlags, 0)
 		switch err {
 		case nil:
-		case unix.ENOENT, unix.ELOOP, unix.ENOTDIR:
-			continue // removed or replaced meanwhile
+		case unix.ELOOP:
+			// replaced by a symlink meanwhile
+			return listRefusal(w.prefix, strings.TrimSuffix(full, "/"), entSymlink)
+		case unix.ENOENT, unix.ENOTDIR:
+			continue // removed or replaced by a file meanwhile
 		default:
 			return mapErr("list", w.prefix, "opening directory "+full, err)
 		}

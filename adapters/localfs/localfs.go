@@ -28,7 +28,9 @@
 //     with openat(O_NOFOLLOW) from a descriptor of the root, and every
 //     link, rename, unlink and fsync is relative to the verified directory
 //     descriptor. A symlink anywhere on a key's path is refused with
-//     ErrPermissionDenied and never followed.
+//     ErrPermissionDenied and never followed. A listing that meets a
+//     symlink or a special file in the listed range refuses the same way,
+//     naming it, rather than leave it out (List).
 //
 // Opened read-only (core.Location.ReadOnly, OpenReadOnly) the adapter writes
 // nothing at all, not even its reserved directory: it serves Get, Stat and

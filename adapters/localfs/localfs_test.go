@@ -297,11 +297,10 @@ func TestSymlinkDirectoryRefused(t *testing.T) {
 			wantKind(t, "delete "+k, d.Delete(bg, k, core.DeleteOptions{}), core.ErrPermissionDenied)
 			wantKind(t, "delete-if "+k, d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrPermissionDenied)
 		}
-		if keys := listAll(t, d, ""); len(keys) != 0 {
-			t.Errorf("list shows %v through a symlink", keys)
-		}
-		if keys := listAll(t, d, link+"/"); len(keys) != 0 {
-			t.Errorf("list of prefix %q shows %v through a symlink", link+"/", keys)
+		// Listing any range that holds the link refuses, naming it; so
+		// does a prefix through it.
+		for _, p := range []string{"", link, link + "/", link + "/x", link + "/sub/"} {
+			wantListRefused(t, d, p, link, "symbolic link")
 		}
 	}
 	ents, _ := os.ReadDir(outside)
@@ -337,9 +336,141 @@ func TestSymlinkFileRefused(t *testing.T) {
 	if b, _ := os.ReadFile(outside); string(b) != "secret" {
 		t.Fatalf("symlink target changed: %q", b)
 	}
-	if keys := listAll(t, d, ""); len(keys) != 0 {
-		t.Fatalf("list shows the symlink: %v", keys)
+	wantListRefused(t, d, "", "f", "symbolic link")
+	wantListRefused(t, d, "f", "f", "symbolic link")
+	if b, _ := os.ReadFile(outside); string(b) != "secret" {
+		t.Fatalf("symlink target changed: %q", b)
 	}
+}
+
+// wantListRefused: listing prefix (page by page) refuses with permission
+// denied, naming the entry at path and the next step, and returns no keys.
+func wantListRefused(t *testing.T, d *Driver, prefix, path, what string) {
+	t.Helper()
+	opts := core.ListOptions{Prefix: prefix, PageSize: 1}
+	for i := 0; ; i++ {
+		page, err := d.List(bg, opts)
+		if err != nil {
+			wantKind(t, fmt.Sprintf("list %q", prefix), err, core.ErrPermissionDenied)
+			var ce *core.Error
+			if !errors.As(err, &ce) || ce.Key != path || !strings.Contains(err.Error(), fmt.Sprintf("%q", path)) ||
+				!strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), fmt.Sprintf("listing of %q refuses", prefix)) {
+				t.Fatalf("list %q: the error does not name %q as a %s and the listing: %v", prefix, path, what, err)
+			}
+			if what == "symbolic link" && !strings.Contains(err.Error(), "replace the link with the real folder, or point retain at the real location") {
+				t.Fatalf("list %q: the error gives no next step: %v", prefix, err)
+			}
+			return
+		}
+		if !page.More {
+			t.Fatalf("list %q left out %s %q and succeeded", prefix, what, path)
+		}
+		opts.StartAfter = page.Objects[len(page.Objects)-1].Key
+	}
+}
+
+// TestListRefusesSymlinksAndSpecialFiles: a listing never silently leaves
+// out part of the tree. A symlink (to a folder or a file, inside the root or
+// outside, dangling) or a fifo in the listed range refuses the listing,
+// naming it, wherever it sorts (first, between keys, last, on a later
+// page); outside the range (another prefix, before StartAfter) it does not
+// matter; the adapter's own temp files and reserved folder stay silently
+// skipped. Nothing is followed, changed or removed.
+func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
+	d, root := newT(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "x"), []byte("secret"), 0o644)
+	for _, k := range []string{"a/1", "a/3", "a/5/x", "b/1", "c/1"} {
+		mustPut(t, d, k, "v")
+	}
+	// Own names: skipped, never refused.
+	os.WriteFile(filepath.Join(root, "a/.retain-tmp-0123"), []byte("partial"), 0o644)
+	os.Symlink(outside, filepath.Join(root, "a/.retain-tmp-link"))
+	os.Symlink(outside, filepath.Join(root, ".retain-tmp-toplink"))
+	os.MkdirAll(filepath.Join(root, "empty/dir"), 0o755)
+	if got := listAll(t, d, ""); strings.Join(got, " ") != "a/1 a/3 a/5/x b/1 c/1" {
+		t.Fatalf("list = %v", got)
+	}
+
+	for _, c := range []struct {
+		name, path string
+		make       func(p string) error
+		what       string
+	}{
+		{"dir link outside", "b/2", func(p string) error { return os.Symlink(outside, p) }, "symbolic link"},
+		{"file link outside", "b/2", func(p string) error { return os.Symlink(filepath.Join(outside, "x"), p) }, "symbolic link"},
+		{"link inside the root", "b/2", func(p string) error { return os.Symlink(filepath.Join(root, "a"), p) }, "symbolic link"},
+		{"dangling link", "b/2", func(p string) error { return os.Symlink(filepath.Join(outside, "gone"), p) }, "symbolic link"},
+		{"first in its folder", "b/0", func(p string) error { return os.Symlink(outside, p) }, "symbolic link"},
+		{"last in its folder", "b/9", func(p string) error { return os.Symlink(outside, p) }, "symbolic link"},
+		{"fifo", "b/2", func(p string) error { return syscall.Mkfifo(p, 0o644) }, "not a regular file"},
+		{"socket", "b/2", func(p string) error {
+			fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+			if err != nil {
+				return err
+			}
+			defer syscall.Close(fd)
+			return syscall.Bind(fd, &syscall.SockaddrUnix{Name: p})
+		}, "not a regular file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(root, c.path)
+			if err := c.make(p); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(p)
+			for _, prefix := range []string{"", "b", "b/", c.path} {
+				wantListRefused(t, d, prefix, c.path, c.what)
+			}
+			// Outside the listed range it does not matter.
+			for prefix, want := range map[string]string{"a/": "a/1 a/3 a/5/x", "c": "c/1", "b/1": "b/1", "a": "a/1 a/3 a/5/x"} {
+				if got := listAll(t, d, prefix); strings.Join(got, " ") != want {
+					t.Fatalf("list %q = %v, want %s", prefix, got, want)
+				}
+			}
+			// StartAfter past it: an earlier page already met it.
+			page, err := d.List(bg, core.ListOptions{Prefix: "b/", StartAfter: "b/90"})
+			if err != nil || len(page.Objects) != 0 {
+				t.Fatalf("list after the entry: %v %v", page.Objects, err)
+			}
+			// Reads, writes and deletes of the entry are refused or see no
+			// object; nothing was followed or changed.
+			if c.what == "symbolic link" {
+				wantKind(t, "delete", d.Delete(bg, c.path, core.DeleteOptions{}), core.ErrPermissionDenied)
+				wantKind(t, "delete under", d.Delete(bg, c.path+"/x", core.DeleteOptions{}), core.ErrPermissionDenied)
+				if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+					t.Fatalf("the link was changed: %v %v", fi, err)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(outside, "x")); string(b) != "secret" {
+				t.Fatalf("outside file changed: %q", b)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+				t.Fatalf("outside directory changed: %v", ents)
+			}
+		})
+	}
+
+	// A symlinked directory on the prefix's own path refuses too, naming
+	// the link, however deep the prefix goes through it.
+	if err := os.Symlink(outside, filepath.Join(root, "a/5/linked")); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"a/5/linked/", "a/5/linked/sub/", "a/5/linked/sub/x"} {
+		wantListRefused(t, d, prefix, "a/5/linked", "symbolic link")
+	}
+	if got := listAll(t, d, "b/"); strings.Join(got, " ") != "b/1" {
+		t.Fatalf("list b/ = %v", got)
+	}
+	// A page that ends before the link succeeds; the next one refuses.
+	page, err := d.List(bg, core.ListOptions{Prefix: "a/", PageSize: 1})
+	if err != nil || len(page.Objects) != 1 || page.Objects[0].Key != "a/1" || !page.More {
+		t.Fatalf("first page: %v %v", page, err)
+	}
+	wantListRefused(t, d, "a/", "a/5/linked", "symbolic link")
+	// Opened read-only the listing refuses the same way.
+	ro := openT(t, root, openOptions{readOnly: true})
+	wantListRefused(t, ro, "", "a/5/linked", "symbolic link")
 }
 
 // --- put modes --------------------------------------------------------------
@@ -535,13 +666,11 @@ func TestListOrderAndPaging(t *testing.T) {
 	for _, k := range keys {
 		mustPut(t, d, k, "body of "+k)
 	}
-	// Things that are not keys: temp files, the reserved dir, symlinks,
-	// fifos, empty directories.
+	// Things that are not keys: temp files, the reserved dir, empty
+	// directories. (Symlinks and special files refuse the listing:
+	// TestListRefusesSymlinksAndSpecialFiles.)
 	os.WriteFile(filepath.Join(root, "a/.retain-tmp-0123"), []byte("partial"), 0o644)
 	os.WriteFile(filepath.Join(root, ".retain-tmp-top"), []byte("partial"), 0o644)
-	os.Symlink(filepath.Join(root, "b"), filepath.Join(root, "a/link"))
-	os.Symlink(root, filepath.Join(root, "dirlink"))
-	syscall.Mkfifo(filepath.Join(root, "a/fifo"), 0o644)
 	os.MkdirAll(filepath.Join(root, "empty/dir"), 0o755)
 
 	sorted := append([]string(nil), keys...)
@@ -549,8 +678,10 @@ func TestListOrderAndPaging(t *testing.T) {
 	if got := listAll(t, d, ""); strings.Join(got, " ") != strings.Join(sorted, " ") {
 		t.Fatalf("list order\n got %q\nwant %q", got, sorted)
 	}
-	_, _, err := readS(t, d, "a/fifo")
+	syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644)
+	_, _, err := readS(t, d, "fifo")
 	wantKind(t, "get of a fifo", err, core.ErrNotFound)
+	os.Remove(filepath.Join(root, "fifo"))
 
 	// Every prefix, StartAfter and page size against a brute-force answer.
 	prefixes := map[string]bool{"": true, "zz": true, "a/b/": true, "a/b/d/": true, "a/q/": true}

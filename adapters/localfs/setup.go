@@ -66,7 +66,7 @@ func (d *Driver) setup(o openOptions) error {
 		Notes: []string{
 			"root " + d.root + " on filesystem " + d.fs.String(),
 			"a key cannot be both an object and a prefix of other keys (\"a\" and \"a/b\"): a filesystem cannot hold a file and a directory under one name, so such a write fails with invalid argument",
-			"symlinks under the root are never followed: a key whose path meets one fails with permission denied",
+			"symlinks under the root are never followed: a key whose path meets one fails with permission denied, and so does a listing that meets one (or a fifo, socket or device) instead of leaving it out",
 			"the gated capabilities exclude every writer that goes through localfs on this host; programs that write the tree directly are not excluded",
 		},
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/faultadapter"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/internal/quickstart"
 )
@@ -415,5 +416,47 @@ func TestDaemonClaimHeldAndDisabled(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(db2, "_retain", "maintenance")); err == nil {
 		t.Fatal("a disabled daemon wrote its record")
+	}
+}
+
+// TestDaemonRetriesFailedRetention: through a fault-injecting vendor
+// adapter whose first delete fails, the first pass's retention fails
+// (retention_failed, the stamp stays); the next tick finishes the
+// unfinished run and completes.
+func TestDaemonRetriesFailedRetention(t *testing.T) {
+	adapter := faultadapter.Build(t)
+	db := runFixture(t)
+	cfg := filepath.Join(t.TempDir(), "daemon.yaml")
+	os.WriteFile(cfg, []byte("interval: 1s\nretention:\n  keep_last: 1\n  writers_stopped: true\n"), 0o644)
+	state := filepath.Join(t.TempDir(), "faults.json")
+	d := startDaemon(t, []string{"RETAIN_FAULT_FAIL_DELETES=1", "RETAIN_FAULT_STATE=" + state},
+		"--adapter", adapter, "daemon", db, "--config", cfg, "--metrics-addr", "127.0.0.1:0")
+	addr := regexp.MustCompile(`addr=(\S+)`).FindStringSubmatch(d.waitFor(t, `metrics_listening`, 60*time.Second))[1]
+	failed := d.waitFor(t, `retention_failed|retention_completed`, 60*time.Second)
+	if !strings.Contains(failed, "retention_failed") || !strings.Contains(failed, "failures=1") || !strings.Contains(failed, "injected") {
+		t.Fatalf("first pass: %s\n%s", failed, d.output())
+	}
+	done := d.waitFor(t, `retention_completed|retention_failed`, 60*time.Second)
+	if !strings.Contains(done, "retention_completed") || !strings.Contains(d.output(), "finishing an unfinished cleanup run first") {
+		t.Fatalf("second pass: %s\n%s", done, d.output())
+	}
+	// The store ends as an uninterrupted cleanup leaves one.
+	ref := runFixture(t)
+	if _, errs, code := retain(t, "cleanup", "run", ref, "--confirm-write-outage", "--keep-last", "1"); code != 0 {
+		t.Fatalf("reference run: %s", errs)
+	}
+	if got, want := strings.Join(tableFiles(t, db), "\n"), strings.Join(tableFiles(t, ref), "\n"); got != want {
+		t.Fatalf("after the retry:\n%s\nwant\n%s", got, want)
+	}
+	if _, errs, code := retain(t, "checkpoint", "show", "nightly", db, "--deep"); code != 0 {
+		t.Fatalf("checkpoint after the retry: %s", errs)
+	}
+	m := scrape(t, addr)
+	if m[`retain_pass_failures_total{part="retention"}`] != 1 || m["retain_retention_failures"] != 0 || m["retain_retention_last_success_timestamp_seconds"] == 0 {
+		t.Fatalf("metrics after the retry: %v", m)
+	}
+	out, _, _ := retain(t, "audit", db, "--json")
+	if !strings.Contains(out, `"remove_failed"`) || !strings.Contains(out, `"removed"`) {
+		t.Fatalf("audit: %s", out)
 	}
 }

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs"
+)
+
+const tagLong = `Lance tags of one table as memory checkpoints: a name for a version of main
+or of a branch, with a string→string metadata map (session, agent, purpose)
+and createdAt/updatedAt, kept in the tag file itself — the file Lance 12
+writes and reads (_refs/tags/<tag>.json), so real Lance lists and checks out
+every tag retain writes and retain reads every tag Lance writes.
+
+TABLE-URI is the dataset itself, as for inspect: /data/db/t.lance,
+file:///data/db/t.lance, s3://bucket/db/t.lance?endpoint=..., gs://...,
+az://.... A local table is opened through its database folder, as every
+other retain command opens that store, so the gates of the localfs adapter
+are the same ones.
+
+Writes are conditional on what was read, so concurrent writers never both
+win and a deleted tag never comes back: create is create-if-absent (an
+existing tag is an error, exit 1); update and delete are compare-and-swap on
+the tag object's version token (the "token" that show and list --json
+print; pass it with --if-token to act only on the state you looked at). A lost race is
+an error (exit 1) and nothing is written: read again and decide. On a store
+without replace-if-version (or delete-if-version) reaching all its writers,
+update (delete) is refused unless --gate names an adapter gate every writer
+of the tags holds; without delete-if-version but with replace-if-version a
+delete marks the tag (metadata key retain.deleting), then deletes it.
+
+Tags beginning "ogcp_" are checkpoint pins: list --all and show display
+them; create, update and delete refuse them (exit 2). Metadata keys
+beginning "retain." are reserved.
+
+Exit status: 0 done, 1 the operation failed or was refused by the store's
+state (exists, not found, changed, dangling, malformed tag files), 2 the
+command line is wrong.`
+
+// tagFlags are the flags shared by the tag subcommands.
+type tagFlags struct {
+	gates []string
+}
+
+func (a *app) tagCmd() *cobra.Command {
+	f := &tagFlags{}
+	cmd := &cobra.Command{
+		Use:   "tag",
+		Short: "Lance tags of a table with metadata: create, list, show, update, delete, resolve",
+		Long:  tagLong,
+	}
+	cmd.PersistentFlags().StringArrayVar(&f.gates, "gate", nil,
+		"hold this adapter gate around a read-compare-write where the store lacks replace-/delete-if-version reaching all its writers (sound only if every writer of the tags holds it); repeatable")
+	cmd.AddCommand(a.tagCreateCmd(f), a.tagListCmd(f), a.tagShowCmd(f), a.tagUpdateCmd(f), a.tagDeleteCmd(f), a.tagResolveCmd(f))
+	return cmd
+}
+
+// openTags opens the table at uri for tag operations: read-only for the
+// commands that only look. A local table is opened through its parent
+// folder (the database), the store root every other command uses, so the
+// localfs gates and lock stripes are the same.
+func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags) (*refs.Tags, func(), error) {
+	loc, err := core.ParseLocation(uri)
+	if err != nil {
+		return nil, nil, err
+	}
+	storeURI, root := uri, ""
+	if loc.Scheme == "file" {
+		if err := checkLocalDataset(uri, loc.Path); err != nil {
+			return nil, nil, err
+		}
+		if parent := filepath.Dir(loc.Path); parent != loc.Path {
+			storeURI, root = parent, filepath.Base(loc.Path)
+		}
+	}
+	open := a.openStoreReadOnly
+	if write {
+		open = a.openStore
+	}
+	s, sloc, err := open(ctx, storeURI)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds, err := lance.Open(s, root)
+	if err != nil {
+		s.Close()
+		return nil, nil, err
+	}
+	if loc.Scheme != "file" {
+		if _, err := ds.Latest(ctx); err != nil {
+			defer s.Close()
+			if errors.Is(err, lance.ErrNotDataset) {
+				found := strings.TrimPrefix(err.Error(), lance.ErrNotDataset.Error()+": ")
+				return nil, nil, notDataset(uri, found, remoteTables(ctx, s))
+			}
+			return nil, nil, err
+		}
+	}
+	t := refs.NewTags(ds, refs.TagOptions{Scope: claim.ScopeFor(sloc), Gates: f.gates})
+	return t, func() { s.Close() }, nil
+}
+
+func (a *app) tagCreateCmd(f *tagFlags) *cobra.Command {
+	var version uint64
+	var branch string
+	var meta []string
+	cmd := &cobra.Command{
+		Use:   "create TABLE-URI TAG [--version V] [--branch B] [--meta k=v ...]",
+		Short: "Tag a version (default: the newest of main, or of --branch) with metadata; never replaces an existing tag",
+		Long: `Create a tag with create-if-absent. Without --version it names the newest
+version of main (or of --branch B); with --version V version V of main (or of
+--branch B). The version must exist; the tag file records its manifest size
+as Lance does. An existing tag of that name is never replaced (exit 1).
+
+--json prints {op, cas, tag}: tag as in "retain tag show --json"; cas names
+the conditional write used.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("version") && version == 0 {
+				return usageError{errors.New("--version: Lance versions start at 1")}
+			}
+			m, err := refs.ParseMeta(meta)
+			if err != nil {
+				return err
+			}
+			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := t.Create(cmd.Context(), args[1], refs.CreateTagOptions{Branch: branch, Version: version, Metadata: m})
+			if err != nil {
+				return err
+			}
+			return a.printTagResult(res)
+		},
+	}
+	cmd.Flags().Uint64Var(&version, "version", 0, "the version to tag (default: the newest)")
+	cmd.Flags().StringVar(&branch, "branch", "", "the branch whose version to tag (default main)")
+	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value; repeatable")
+	return cmd
+}
+
+// tagListJSON is `retain tag list --json`.
+type tagListJSON struct {
+	Table  string        `json:"table"`
+	Filter refs.Filter   `json:"filter"`
+	Tags   []refs.TagRef `json:"tags"`
+	// Hidden counts checkpoint pin tags left out (without --all).
+	Hidden   int            `json:"hidden_pins"`
+	Problems []inspectIssue `json:"problems"`
+}
+
+func (a *app) tagListCmd(f *tagFlags) *cobra.Command {
+	var filter []string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list TABLE-URI [--filter k=v ...] [--all]",
+		Short: "List a table's tags with metadata and times; --filter k=v selects by metadata",
+		Long: `List the tags of a table (of main and of every branch), sorted by name,
+with branch, version, createdAt, updatedAt and metadata. --filter k=v
+(repeatable) keeps the tags whose metadata has every pair. Checkpoint pins
+("ogcp_") are left out unless --all. Read-only: nothing is written.
+
+Malformed tag files are listed under problems and make the exit status 1;
+the good tags are still shown.
+
+--json prints {table, filter, tags[], hidden_pins, problems[]}; each tag as
+in "retain tag show --json".`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fl, err := refs.ParseFilter(filter)
+			if err != nil {
+				return err
+			}
+			t, done, err := a.openTags(cmd.Context(), args[0], false, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			tags, lerr := t.List(cmd.Context(), fl)
+			var mal *lance.MalformedRefsError
+			if lerr != nil && !errors.As(lerr, &mal) {
+				return lerr
+			}
+			out := tagListJSON{Table: args[0], Filter: fl, Tags: []refs.TagRef{}, Problems: []inspectIssue{}}
+			for _, tg := range tags {
+				if tg.Reserved && !all {
+					out.Hidden++
+					continue
+				}
+				out.Tags = append(out.Tags, tg)
+			}
+			if mal != nil {
+				for _, m := range mal.Files {
+					out.Problems = append(out.Problems, inspectIssue{What: "tag", Key: m.Key, Reason: m.Reason})
+				}
+			}
+			if a.jsonOut {
+				if err := a.printJSON(out); err != nil {
+					return err
+				}
+			} else {
+				a.printTagList(out)
+			}
+			return lerr
+		},
+	}
+	cmd.Flags().StringArrayVar(&filter, "filter", nil, "keep tags whose metadata has key=value; repeatable (all must match)")
+	cmd.Flags().BoolVar(&all, "all", false, "include checkpoint pin tags (ogcp_)")
+	return cmd
+}
+
+func (a *app) tagShowCmd(f *tagFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show TABLE-URI TAG",
+		Short: "Show one tag: branch, version, times, metadata and its version token",
+		Long: `Show one tag, read-only.
+
+--json prints one object: name, branch ("main" or the branch), version,
+manifest_size (as recorded), created_at and updated_at (RFC 3339, null when
+the file has none), metadata (the whole map), reserved (a checkpoint pin),
+deleting (an interrupted delete marked it), key (the tag file) and token (its
+version token, for --if-token).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, done, err := a.openTags(cmd.Context(), args[0], false, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			tg, err := t.Show(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(tg)
+			}
+			a.printTagShow(tg)
+			return nil
+		},
+	}
+}
+
+func (a *app) tagUpdateCmd(f *tagFlags) *cobra.Command {
+	var meta, unset []string
+	var replace bool
+	var ifToken string
+	cmd := &cobra.Command{
+		Use:   "update TABLE-URI TAG [--meta k=v ...] [--unset k ...] [--replace] [--if-token T]",
+		Short: "Change a tag's metadata by compare-and-swap; createdAt is kept, updatedAt refreshed",
+		Long: `Change a tag's metadata: --meta k=v sets keys, --unset k removes them,
+--replace makes the --meta pairs the whole metadata. The tag file is rewritten
+only if it is still the object read (or the token given with --if-token):
+a concurrent update or delete makes this one fail (exit 1) with nothing
+written, and an update never brings a deleted tag back. The version, branch
+and createdAt are kept; updatedAt is refreshed.
+
+--json prints {op, cas, tag}.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := refs.ParseMeta(meta)
+			if err != nil {
+				return err
+			}
+			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := t.UpdateMeta(cmd.Context(), args[1], refs.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
+			if err != nil {
+				return err
+			}
+			return a.printTagResult(res)
+		},
+	}
+	cmd.Flags().StringArrayVar(&meta, "meta", nil, "set metadata key=value; repeatable")
+	cmd.Flags().StringArrayVar(&unset, "unset", nil, "remove a metadata key; repeatable")
+	cmd.Flags().BoolVar(&replace, "replace", false, "the --meta pairs become the whole metadata")
+	cmd.Flags().StringVar(&ifToken, "if-token", "", "only if the tag is still at this version token (from list or show)")
+	return cmd
+}
+
+func (a *app) tagDeleteCmd(f *tagFlags) *cobra.Command {
+	var ifToken string
+	cmd := &cobra.Command{
+		Use:   "delete TABLE-URI TAG [--if-token T]",
+		Short: "Delete a tag by compare-and-swap: never a state updated since it was read",
+		Long: `Delete a tag with delete-if-version of the object read (or of --if-token):
+a tag updated meanwhile is kept and the delete fails (exit 1). Checkpoint
+pins (ogcp_) are refused: delete the checkpoint instead.
+
+--json prints {op, cas, tag}: tag is the state deleted.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := t.Delete(cmd.Context(), args[1], ifToken)
+			if err != nil {
+				return err
+			}
+			return a.printTagResult(res)
+		},
+	}
+	cmd.Flags().StringVar(&ifToken, "if-token", "", "only if the tag is still at this version token (from list or show)")
+	return cmd
+}
+
+func (a *app) tagResolveCmd(f *tagFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resolve TABLE-URI TAG",
+		Short: "Where a tag points: branch and version (what a checkout by the tag opens)",
+		Long: `Resolve a tag to the branch and version a checkout by it opens, checking that
+the version still exists (a dangling tag is exit 1). Read-only.
+
+--json prints {tag, branch, version, manifest_key (relative to the table),
+manifest_size, recorded_manifest_size, size_matches, token}.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, done, err := a.openTags(cmd.Context(), args[0], false, f)
+			if err != nil {
+				return err
+			}
+			defer done()
+			r, err := t.Resolve(cmd.Context(), args[1])
+			if err != nil {
+				return err
+			}
+			if a.jsonOut {
+				return a.printJSON(r)
+			}
+			fmt.Fprintf(a.stdout, "%s\t%d\n", r.Branch, r.Version)
+			if !r.SizeMatches {
+				fmt.Fprintf(a.stderr, "warning: tag %q records manifest size %d, the manifest %s is %d bytes\n", r.Tag, r.RecordedSize, r.ManifestKey, r.ManifestSize)
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) printTagResult(res refs.TagResult) error {
+	if a.jsonOut {
+		return a.printJSON(res)
+	}
+	tg := res.Tag
+	switch res.Op {
+	case "create":
+		fmt.Fprintf(a.stdout, "created tag %q: %s version %d%s\n", tg.Name, tg.Branch, tg.Version, metaSuffix(tg.Metadata))
+	case "update":
+		fmt.Fprintf(a.stdout, "updated tag %q: %s version %d%s\n", tg.Name, tg.Branch, tg.Version, metaSuffix(tg.Metadata))
+	case "delete":
+		fmt.Fprintf(a.stdout, "deleted tag %q (was %s version %d)\n", tg.Name, tg.Branch, tg.Version)
+	}
+	return nil
+}
+
+func metaSuffix(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	return "; metadata " + fmtMeta(m)
+}
+
+func fmtMeta(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	return refs.Filter(m).String()
+}
+
+func fmtTagTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+func (a *app) printTagList(out tagListJSON) {
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TAG\tBRANCH\tVERSION\tCREATED\tUPDATED\tMETADATA")
+	for _, tg := range out.Tags {
+		name := tg.Name
+		if tg.Deleting {
+			name += " (deleting)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", name, tg.Branch, tg.Version, fmtTagTime(tg.CreatedAt), fmtTagTime(tg.UpdatedAt), fmtMeta(tg.Metadata))
+	}
+	tw.Flush()
+	if out.Hidden > 0 {
+		fmt.Fprintf(a.stdout, "(%d checkpoint pin tag(s) not shown: --all shows them)\n", out.Hidden)
+	}
+	for _, p := range out.Problems {
+		fmt.Fprintf(a.stdout, "problem: %s: %s\n", p.Key, p.Reason)
+	}
+}
+
+func (a *app) printTagShow(tg refs.TagRef) {
+	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "tag:\t%s\n", tg.Name)
+	fmt.Fprintf(tw, "branch:\t%s\n", tg.Branch)
+	fmt.Fprintf(tw, "version:\t%d\n", tg.Version)
+	fmt.Fprintf(tw, "created:\t%s\n", fmtTagTime(tg.CreatedAt))
+	fmt.Fprintf(tw, "updated:\t%s\n", fmtTagTime(tg.UpdatedAt))
+	keys := make([]string, 0, len(tg.Metadata))
+	for k := range tg.Metadata {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		fmt.Fprintf(tw, "metadata:\t-\n")
+	}
+	for _, k := range keys {
+		fmt.Fprintf(tw, "meta %s:\t%s\n", k, tg.Metadata[k])
+	}
+	switch {
+	case tg.Reserved:
+		fmt.Fprintf(tw, "note:\ta checkpoint pin (read-only here)\n")
+	case tg.Deleting:
+		fmt.Fprintf(tw, "note:\tan interrupted delete marked it: `retain tag delete` finishes it\n")
+	}
+	fmt.Fprintf(tw, "key:\t%s\n", tg.Key)
+	fmt.Fprintf(tw, "token:\t%s\n", tg.Token)
+	tw.Flush()
+}

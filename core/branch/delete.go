@@ -11,28 +11,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/failpoint"
 )
 
 // Failpoints of Delete, in order (see internal/failpoint).
 const (
-	FPDeleteAfterClaim = "branch-delete/after-claim" // claim held, reconciled, nothing deleted
-	FPDeleteAfterRefs  = "branch-delete/after-refs"  // every branch file deleted, no folder yet
-	FPDeleteMidTrees   = "branch-delete/mid-trees"   // after the first table's folder
-	FPDeleteAfterTrees = "branch-delete/after-trees" // everything deleted, claim still held
+	FPDeleteAfterClaim    = "branch-delete/after-claim"    // claim held, reconciled, nothing deleted
+	FPDeleteAfterDeleting = "branch-delete/after-deleting" // every branch file says deleting, nothing deleted
+	FPDeleteAfterRefs     = "branch-delete/after-refs"     // every branch file deleted, no folder yet
+	FPDeleteMidTrees      = "branch-delete/mid-trees"      // after the first table's folder
+	FPDeleteAfterTrees    = "branch-delete/after-trees"    // everything deleted, claim still held
 )
 
 // DeleteFailpoints lists the failpoints of Delete in order.
-var DeleteFailpoints = []string{FPDeleteAfterClaim, FPDeleteAfterRefs, FPDeleteMidTrees, FPDeleteAfterTrees}
+var DeleteFailpoints = []string{FPDeleteAfterClaim, FPDeleteAfterDeleting, FPDeleteAfterRefs, FPDeleteMidTrees, FPDeleteAfterTrees}
 
 // Options configure Delete. The zero value is what the CLI uses.
 type Options struct {
@@ -46,6 +51,10 @@ type Options struct {
 	// store ("t.lance"; "t" is taken as "t.lance"). Empty means every
 	// table of the store that has the branch.
 	Table string
+	// OwnerDeadAttested is the operator's statement that the owner of a
+	// creating or deleting branch, on another host, is dead (see
+	// claim.Proof); on this host the tool proves it itself.
+	OwnerDeadAttested string
 }
 
 func (o Options) scope(loc core.Location) core.Scope {
@@ -101,6 +110,12 @@ type TableDeleted struct {
 	KeptNested []string             `json:"kept_nested,omitempty"`
 	Failed     []lance.FailedDelete `json:"failed_deletes,omitempty"`
 	Error      string               `json:"error,omitempty"`
+	// StateBefore is the branch's lifecycle state when the delete began
+	// (ready, creating, deleting; absent when its file was already gone).
+	StateBefore refs.BranchState `json:"state_before,omitempty"`
+	// TookOver: the branch was creating or deleting under a dead
+	// process's operation, which this delete took over.
+	TookOver *TookOver `json:"took_over,omitempty"`
 }
 
 // Delete deletes branch name from the store's tables with opts.
@@ -129,11 +144,19 @@ func Delete(ctx context.Context, s *core.Store, loc core.Location, name string, 
 //     refuses the whole command with *RefusedError, and nothing is
 //     deleted anywhere. A branch found in no table is core.ErrNotFound
 //     (lance.ErrBranchNotFound), naming the branch and the store.
-//  4. The branch file is deleted in every table, then each table's folder
-//     (manifests first), verifying the claim before each table. Branch
-//     files first: a crash leaves folders nothing references (leaked
-//     until the delete runs again, which finds them and finishes), never a
-//     branch that is listed but broken; see lance.DeleteBranchRef.
+//  4. Every table's branch file is marked deleting (the lifecycle of
+//     core/refs: a compare-and-swap on the file as planned, undone if one
+//     table cannot be marked), then deleted (delete-if-version of that
+//     state), then each table's folder (manifests first), verifying the
+//     claim before each table. Branch files before folders: a crash leaves
+//     an intact branch marked deleting (not listed by retain, resumed by
+//     the next delete) or folders nothing references (leaked until the
+//     delete runs again, which finds them and finishes), never a branch
+//     that is listed but broken; see lance.DeleteBranchRef. A branch
+//     creating or deleting under another operation is taken over only
+//     with claim.Proof's proof that its process is dead
+//     (*OwnerAliveError otherwise, as a table refusal); a refused delete
+//     puts a branch an earlier delete left deleting back to ready.
 //  5. The claim is released.
 //
 // A table whose folder could not be deleted completely is reported in
@@ -142,6 +165,9 @@ func Delete(ctx context.Context, s *core.Store, loc core.Location, name string, 
 func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, name string) (res *Deleted, err error) {
 	if err := lance.CheckBranchDeletable(name); err != nil {
 		return nil, err
+	}
+	if err := s.Require(core.FeatureReplaceIfVersion, o.scope(loc)); err != nil {
+		return nil, fmt.Errorf("a branch's lifecycle (deleting) is kept with replace-if-version on its branch file: %w", err)
 	}
 	store := loc.String()
 	tables, err := o.tables(ctx, s, store)
@@ -176,11 +202,11 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	failpoint.Hit(FPDeleteAfterClaim)
 	res = &Deleted{Branch: name, Store: store, OperationID: op, Tables: []TableDeleted{}, Reconciled: rep}
 	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
-		plans, err := o.plan(ctx, s, loc, name, tables)
+		plans, err := o.plan(ctx, s, loc, h, op, name, tables)
 		if err != nil {
 			return err
 		}
-		return execute(ctx, h, plans, res)
+		return execute(ctx, h, op, plans, res)
 	})
 	if err != nil {
 		if len(res.Tables) == 0 {
@@ -193,23 +219,36 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 
 // tables names the tables the delete considers.
 func (o Options) tables(ctx context.Context, s *core.Store, store string) ([]string, error) {
-	all, err := protocol.DiscoverTables(ctx, s)
+	if o.Table == "" {
+		return protocol.DiscoverTables(ctx, s)
+	}
+	t, err := findTable(ctx, s, store, o.Table, "branch-delete")
 	if err != nil {
 		return nil, err
 	}
-	if o.Table == "" {
-		return all, nil
+	return []string{t}, nil
+}
+
+// findTable returns table ("t" is taken as "t.lance") if it is a table
+// at the top of the store, else core.ErrNotFound.
+func findTable(ctx context.Context, s *core.Store, store, table, op string) (string, error) {
+	t := strings.TrimSuffix(table, "/")
+	if t == "" {
+		return "", core.Errorf(op, table, core.ErrInvalidArgument, "a table is required")
 	}
-	t := strings.TrimSuffix(o.Table, "/")
 	if !strings.HasSuffix(t, protocol.TableSuffix) {
 		t += protocol.TableSuffix
 	}
+	all, err := protocol.DiscoverTables(ctx, s)
+	if err != nil {
+		return "", err
+	}
 	for _, p := range all {
 		if p == t {
-			return []string{t}, nil
+			return t, nil
 		}
 	}
-	return nil, core.Errorf("branch-delete", t, core.ErrNotFound, "no table %q at the top of store %s", t, store)
+	return "", core.Errorf(op, t, core.ErrNotFound, "no table %q at the top of store %s", t, store)
 }
 
 // tablePlan is one table's plan.
@@ -217,11 +256,15 @@ type tablePlan struct {
 	table string
 	ds    *lance.Dataset
 	plan  *lance.BranchDeletePlan
+	// life is the lifecycle of the branch file (when there is one), took
+	// the transition taken over from a dead process.
+	life refs.BranchLifecycle
+	took *TookOver
 }
 
 // plan plans every table and applies the registry's policy; any refusal
 // refuses all.
-func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, name string, tables []string) ([]tablePlan, error) {
+func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *claim.Handle, op, name string, tables []string) ([]tablePlan, error) {
 	store := loc.String()
 	var plans []tablePlan
 	refused := &RefusedError{Branch: name, Store: store, Tables: []TableRefusal{}}
@@ -243,7 +286,21 @@ func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, nam
 			return nil, fmt.Errorf("branch delete %q: table %s: %w", name, t, err)
 		}
 		present[t] = true
-		plans = append(plans, tablePlan{table: t, ds: ds, plan: p})
+		tp := tablePlan{table: t, ds: ds, plan: p}
+		if p.Ref != nil {
+			// The lifecycle: a creating or deleting branch of another
+			// operation is taken over only from a dead owner.
+			if tp.life, err = refs.ParseBranchLifecycle(p.Ref.Metadata); err != nil {
+				refused.Tables = append(refused.Tables, tableRefusal(t, refuse(refs.ErrBranchLifecycle, core.ErrPreconditionFailed,
+					"branch %q of %s: %v; fix or remove its %s keys", name, t, err, refs.ReservedPrefix)))
+				continue
+			}
+			if tp.took, err = takeOver(selfOwner(h), op, name, t, tp.life, o.OwnerDeadAttested); err != nil {
+				refused.Tables = append(refused.Tables, tableRefusal(t, err))
+				continue
+			}
+		}
+		plans = append(plans, tp)
 	}
 	if len(present) == 0 {
 		where := "in no table of store " + store
@@ -270,9 +327,45 @@ func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, nam
 		refused.Tables = kept
 	}
 	if refused.Pins != nil || len(refused.Tables) > 0 {
+		refused.RolledBack = o.rollBackDeleting(ctx, s, h, op, name, present)
 		return nil, refused
 	}
 	return plans, nil
+}
+
+// rollBackDeleting is a refused delete's last step: a branch left
+// deleting by an earlier delete that stopped before its branch file went
+// (nothing of it was deleted) goes back to ready, so a branch that now
+// must stay (a child, tag or checkpoint appeared) is listed again. Only
+// transitions this operation may take over are rolled back; failures
+// leave the branch deleting (not listed), which the next delete resumes.
+func (o Options) rollBackDeleting(ctx context.Context, s *core.Store, h *claim.Handle, op, name string, tables map[string]bool) []string {
+	var out []string
+	for _, t := range slices.Sorted(maps.Keys(tables)) {
+		ds, err := lance.Open(s, t)
+		if err != nil {
+			continue
+		}
+		b, err := ds.ReadBranch(ctx, name)
+		if err != nil {
+			continue
+		}
+		l, err := refs.ParseBranchLifecycle(b.Metadata)
+		if err != nil || l.State != refs.BranchDeleting {
+			continue
+		}
+		if _, err := takeOver(selfOwner(h), op, name, t, l, o.OwnerDeadAttested); err != nil {
+			continue
+		}
+		if h.Verify(ctx) != nil {
+			break
+		}
+		src := refs.BranchSource{Branch: b.ParentBranch, Version: b.ParentVersion}
+		if _, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, refs.BranchMeta(b.Metadata, refs.BranchReady, op, nil, src, time.Now())); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // isRefusal: a reason the table refuses the delete, as opposed to a
@@ -347,16 +440,22 @@ func withoutPinTags(snap *checkpoint.Snapshot, pins *CheckpointPinsBranchError, 
 	return tableRefusal(tr.Table, &nb), true
 }
 
-// execute deletes every branch file, then every folder.
-func execute(ctx context.Context, h *claim.Handle, plans []tablePlan, res *Deleted) error {
+// execute marks every branch file deleting, then deletes every branch
+// file, then every folder.
+func execute(ctx context.Context, h *claim.Handle, op string, plans []tablePlan, res *Deleted) error {
 	if err := h.Verify(ctx); err != nil {
 		return err
 	}
+	if err := markDeleting(ctx, h, op, plans); err != nil {
+		return err
+	}
+	failpoint.Hit(FPDeleteAfterDeleting)
 	rows := make([]TableDeleted, len(plans))
 	refGone := make([]bool, len(plans))
 	for i, tp := range plans {
-		td := TableDeleted{Table: tp.table, Tree: tp.plan.Tree, KeptNested: tp.plan.Excluded}
+		td := TableDeleted{Table: tp.table, Tree: tp.plan.Tree, KeptNested: tp.plan.Excluded, TookOver: tp.took}
 		if r := tp.plan.Ref; r != nil {
+			td.StateBefore = tp.life.State
 			td.ParentBranch, td.ParentVersion = r.ParentBranch, r.ParentVersion
 			if td.ParentBranch == "" {
 				td.ParentBranch = checkpoint.MainBranch
@@ -414,6 +513,44 @@ func execute(ctx context.Context, h *claim.Handle, plans []tablePlan, res *Delet
 	if res.Failed > 0 {
 		return fmt.Errorf("%w: branch %q: %d of %d table(s) not finished (see the report); running the delete again finishes them",
 			ErrIncomplete, res.Branch, res.Failed, len(res.Tables))
+	}
+	return nil
+}
+
+// markDeleting moves every planned branch file to deleting, each a
+// compare-and-swap on the version planned: the decision to delete is
+// durable before anything goes, and a file rewritten since the plan stops
+// the delete. If one table cannot be marked, the marks made here are
+// undone (each again a compare-and-swap) and nothing is deleted. Each
+// plan's Ref becomes the marked file, whose exact version the branch
+// file's delete then removes.
+func markDeleting(ctx context.Context, h *claim.Handle, op string, plans []tablePlan) error {
+	self := selfOwner(h)
+	type mark struct {
+		i    int
+		meta map[string]string
+	}
+	var done []mark
+	for i := range plans {
+		tp := &plans[i]
+		r := tp.plan.Ref
+		if r == nil {
+			continue
+		}
+		src := refs.BranchSource{Branch: r.ParentBranch, Version: r.ParentVersion}
+		nb, err := tp.ds.ReplaceBranchMetadata(ctx, tp.plan.Branch, r.Info.Version,
+			refs.BranchMeta(r.Metadata, refs.BranchDeleting, op, self, src, time.Now()))
+		if err != nil {
+			for _, m := range done {
+				// Undo; a failed undo leaves the branch deleting (not
+				// listed), which the next delete resumes.
+				u := &plans[m.i]
+				_, _ = u.ds.ReplaceBranchMetadata(context.WithoutCancel(ctx), u.plan.Branch, u.plan.Ref.Info.Version, m.meta)
+			}
+			return fmt.Errorf("branch delete %q: table %s: marking the branch deleting: %w; nothing was deleted", tp.plan.Branch, tp.table, err)
+		}
+		done = append(done, mark{i, r.Metadata})
+		tp.plan.Ref = &nb
 	}
 	return nil
 }

@@ -117,6 +117,10 @@ type RefusedError struct {
 	Pins *CheckpointPinsBranchError `json:"-"`
 	// Tables are the tables whose Lance refs refuse the delete.
 	Tables []TableRefusal `json:"tables"`
+	// RolledBack are the tables where the branch, left deleting by an
+	// earlier delete that stopped before anything was deleted, went back
+	// to ready.
+	RolledBack []string `json:"rolled_back,omitempty"`
 }
 
 func (e *RefusedError) Error() string {
@@ -127,6 +131,9 @@ func (e *RefusedError) Error() string {
 	}
 	for _, t := range e.Tables {
 		fmt.Fprintf(&b, "; table %s: %s", t.Table, t.Reason)
+	}
+	if len(e.RolledBack) > 0 {
+		fmt.Fprintf(&b, "; the branch, left deleting by an earlier delete, is ready again in %s", strings.Join(e.RolledBack, ", "))
 	}
 	return b.String()
 }

@@ -206,6 +206,32 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		if err != nil {
 			return err
 		}
+		if err := h.Verify(ctx); err != nil {
+			return err
+		}
+		if err := markDeleting(ctx, h, op, plans); err != nil {
+			return err
+		}
+		failpoint.Hit(FPDeleteAfterDeleting)
+		// Plan again now that the mark is durable. A tag create writes its
+		// tag, then reads the branch file (refs.Tags.Create): a tag, child
+		// branch or pin that appeared since the first plan was written by a
+		// process that either saw the mark and backed out, or is seen here.
+		// A refusal now rolls the mark back to ready.
+		first := map[string]tablePlan{}
+		for _, tp := range plans {
+			first[tp.table] = tp
+		}
+		if plans, err = o.plan(ctx, s, loc, h, op, name, tables); err != nil {
+			return err
+		}
+		for i := range plans {
+			// Report the state and takeover the delete started from, not
+			// its own mark.
+			if f, ok := first[plans[i].table]; ok {
+				plans[i].life, plans[i].took = f.life, f.took
+			}
+		}
 		return execute(ctx, h, op, plans, res)
 	})
 	if err != nil {
@@ -440,16 +466,12 @@ func withoutPinTags(snap *checkpoint.Snapshot, pins *CheckpointPinsBranchError, 
 	return tableRefusal(tr.Table, &nb), true
 }
 
-// execute marks every branch file deleting, then deletes every branch
-// file, then every folder.
+// execute deletes every branch file (each marked deleting by this
+// operation), then every folder.
 func execute(ctx context.Context, h *claim.Handle, op string, plans []tablePlan, res *Deleted) error {
 	if err := h.Verify(ctx); err != nil {
 		return err
 	}
-	if err := markDeleting(ctx, h, op, plans); err != nil {
-		return err
-	}
-	failpoint.Hit(FPDeleteAfterDeleting)
 	rows := make([]TableDeleted, len(plans))
 	refGone := make([]bool, len(plans))
 	for i, tp := range plans {

@@ -44,6 +44,9 @@ type Tag struct {
 	// Info is the tag file's key, size and version token: pass
 	// Info.Version to DeleteTag to delete only this state of the tag.
 	Info core.Info
+	// unknown are keys of the file Lance 12 does not write (a newer Lance,
+	// a hand edit): UpdateTagFile refuses to rewrite and drop them.
+	unknown []string
 }
 
 // RefError is a typed refusal about one tag or branch. errors.Is matches

@@ -304,7 +304,8 @@ func writeOptTime(b *strings.Builder, t time.Time) {
 // parseTag reads a tag file's body. name and info are filled in by the
 // caller. Required: version, manifestSize. Optional: branch (null or "main"
 // for main, else a valid branch name), createdAt, updatedAt (RFC 3339 or
-// null), metadata (an object of strings). Unknown keys are ignored.
+// null), metadata (an object of strings). Unknown keys are tolerated (as
+// Lance does) and remembered, so that no rewrite drops them.
 func parseTag(body []byte) (Tag, error) {
 	var t Tag
 	var haveVersion, haveSize bool
@@ -329,6 +330,8 @@ func parseTag(body []byte) (Tag, error) {
 			t.UpdatedAt, err = rawOptTime(raw)
 		case "metadata":
 			t.Metadata, err = rawStringMap(raw)
+		default:
+			t.unknown = append(t.unknown, key)
 		}
 		return err
 	})

@@ -25,6 +25,11 @@ type UpdateTagOptions struct {
 	Now time.Time
 }
 
+// ErrTagNotRewritable: the tag file holds fields Lance 12 does not write;
+// rewriting it would drop them, so retain refuses and keeps the file. Kind
+// core.ErrUnsupported.
+var ErrTagNotRewritable = errors.New("Lance tag file holds fields retain would drop on rewrite")
+
 // UpdateTagFile rewrites the tag file old was read from (ReadTag or
 // ListTags) with metadata as its whole new metadata map, exactly as Lance 12
 // rewrites a tag (tags.update): branch, version, manifestSize and createdAt
@@ -45,6 +50,10 @@ func (d *Dataset) UpdateTagFile(ctx context.Context, old Tag, metadata map[strin
 	if old.Info.Key != "" && old.Info.Key != key {
 		return Tag{}, &RefError{Op: "update-tag", Key: key, Err: core.ErrInvalidArgument,
 			Msg: fmt.Sprintf("the tag was read from %q", old.Info.Key)}
+	}
+	if len(old.unknown) > 0 {
+		return Tag{}, &RefError{Op: "update-tag", Key: key, Err: ErrTagNotRewritable, Cause: core.ErrUnsupported,
+			Msg: fmt.Sprintf("fields %v are not ones Lance 12 writes; retain does not rewrite the file and drop them", old.unknown)}
 	}
 	for k, v := range metadata {
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {

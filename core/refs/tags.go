@@ -274,8 +274,49 @@ func (t *Tags) Create(ctx context.Context, name string, o CreateTagOptions) (Tag
 	if err != nil {
 		return TagResult{}, err
 	}
+	if branch != "" {
+		// A branch delete marks the branch deleting, then re-reads its tags;
+		// a tag create writes the tag, then re-reads the branch: whichever
+		// comes second sees the other. A branch that is going (or gone)
+		// must not keep a new tag that would name nothing.
+		if gone := t.branchGoing(ctx, branch); gone != "" {
+			if derr := t.ds.DeleteTag(ctx, name, tg.Info.Version); derr != nil && !errors.Is(derr, core.ErrNotFound) {
+				if errors.Is(derr, core.ErrUnsupported) {
+					derr = s.Delete(ctx, tg.Info.Key, core.DeleteOptions{})
+				}
+				if derr != nil && !errors.Is(derr, core.ErrNotFound) {
+					return TagResult{}, fmt.Errorf("tag %q: %s, and removing the tag just created failed (remove it with `retain tag delete`): %w", name, gone, derr)
+				}
+			}
+			return TagResult{}, &lance.RefError{Op: "create-tag", Key: tg.Info.Key, Err: ErrBranchBeingDeleted,
+				Msg:   fmt.Sprintf("branch %q %s; the tag was not kept", branch, gone),
+				Cause: core.Errorf("create-tag", tg.Info.Key, core.ErrPreconditionFailed, "branch being deleted")}
+		}
+	}
 	c, _ := s.Capabilities().Of(core.FeatureCreateIfAbsent)
 	return TagResult{Op: "create", Tag: tagRefOf(tg), CAS: "create-if-absent " + c.String()}, nil
+}
+
+// ErrBranchBeingDeleted: the tag's branch is being deleted (its branch
+// file is marked deleting, or already gone): a tag on it would name
+// nothing. Kind core.ErrPreconditionFailed.
+var ErrBranchBeingDeleted = errors.New("the tag's branch is being deleted")
+
+// branchGoing says why branch cannot take a new tag ("is being deleted",
+// "has no branch file"), or "" when it can. An unreadable branch file is
+// not a reason: the create stands and the delete's own re-check refuses.
+func (t *Tags) branchGoing(ctx context.Context, branch string) string {
+	b, err := t.ds.ReadBranch(ctx, branch)
+	switch {
+	case errors.Is(err, lance.ErrBranchNotFound):
+		return "has no branch file (deleted, or a delete is in progress)"
+	case err != nil:
+		return ""
+	}
+	if l, err := ParseBranchLifecycle(b.Metadata); err == nil && l.State == BranchDeleting {
+		return "is being deleted (its branch file is marked " + string(BranchDeleting) + ")"
+	}
+	return ""
 }
 
 func tagBranchLabel(b string) string {
@@ -450,6 +491,11 @@ func (t *Tags) Delete(ctx context.Context, name, ifToken string) (TagResult, err
 	if err != nil {
 		return TagResult{}, err
 	}
+	// Updates that run under gates (read, compare, overwrite) are only
+	// exclusive against writers holding the same gates: a delete then holds
+	// them too, or it could land between an update's compare and its
+	// overwrite, and the overwrite would bring the tag back.
+	holdGates := gated || (len(t.opts.Gates) > 0 && s.Require(core.FeatureReplaceIfVersion, t.opts.Scope) != nil)
 	var res TagResult
 	del := func(ctx context.Context) error {
 		old, err := t.read(ctx, op, name, ifToken)
@@ -468,7 +514,7 @@ func (t *Tags) Delete(ctx context.Context, name, ifToken string) (TagResult, err
 		res = TagResult{Op: "delete", Tag: tagRefOf(old), CAS: cas}
 		return nil
 	}
-	if gated {
+	if holdGates {
 		err = s.WithGates(ctx, t.opts.Scope, t.opts.Gates, del)
 	} else {
 		err = del(ctx)
@@ -490,16 +536,27 @@ func (t *Tags) deleteMarked(ctx context.Context, name, ifToken string) (TagResul
 		return TagResult{}, err
 	}
 	tagAfterRead(op)
-	marked := old
-	if _, ok := old.Metadata[TagDeletingKey]; !ok {
-		meta := map[string]string{}
-		for k, v := range old.Metadata {
-			meta[k] = v
+	// Always mark with this delete's own token, even a tag an interrupted
+	// delete marked already: the compare-and-swap then proves the object
+	// about to go is the one read, not a tag created since under the same
+	// name. Without delete-if-version the final delete is unconditional;
+	// a stat right before it narrows what remains to a second delete and
+	// a re-create landing inside that one request (docs/refs.md).
+	meta := map[string]string{}
+	for k, v := range old.Metadata {
+		meta[k] = v
+	}
+	meta[TagDeletingKey] = tagMarkToken()
+	marked, err := t.ds.UpdateTagFile(ctx, old, meta, lance.UpdateTagOptions{})
+	if err != nil {
+		return TagResult{}, err
+	}
+	if cur, err := s.Stat(ctx, marked.Info.Key); err != nil || cur.Version != marked.Info.Version {
+		if err == nil {
+			err = core.Errorf(op, marked.Info.Key, core.ErrPreconditionFailed, "version token %q, marked %q", cur.Version, marked.Info.Version)
 		}
-		meta[TagDeletingKey] = tagMarkToken()
-		if marked, err = t.ds.UpdateTagFile(ctx, old, meta, lance.UpdateTagOptions{}); err != nil {
-			return TagResult{}, err
-		}
+		return TagResult{}, &lance.RefError{Op: op, Key: marked.Info.Key, Err: ErrTagChanged,
+			Msg: fmt.Sprintf("tag %q changed right after this delete marked it; it was kept: read it again and decide", name), Cause: err}
 	}
 	if err := s.Delete(ctx, marked.Info.Key, core.DeleteOptions{}); err != nil {
 		return TagResult{}, fmt.Errorf("delete tag %q: it is marked %s and stays listed until a delete finishes: %w", name, TagDeletingKey, err)

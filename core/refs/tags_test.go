@@ -207,6 +207,12 @@ func TestTagOnBranch(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Lance's branch file (a branch has one; a tag create on a branch
+	// whose file is gone is refused, see TestTagOnGoingBranchRefused).
+	if _, err := ds.Store.PutBytes(tagCtx, ds.Key("_refs/branches/exp.json"),
+		[]byte(`{"parentBranch":null,"parentVersion":2,"createAt":1796047721,"manifestSize":102,"metadata":{}}`), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	tags := NewTags(ds, TagOptions{})
 	res, err := tags.Create(tagCtx, "b-head", CreateTagOptions{Branch: "exp"})
 	if err != nil || res.Tag.Branch != "exp" || res.Tag.Version != 4 || res.Tag.ManifestSize != 204 {
@@ -429,4 +435,29 @@ func tagAtoi(s string) int {
 		return -1 << 30 // a corrupt counter fails the checks
 	}
 	return n
+}
+
+// A tag create on a branch whose branch file is gone (a delete in
+// progress) or marked deleting is refused and leaves no tag.
+func TestTagOnGoingBranchRefused(t *testing.T) {
+	ds, _ := tagFake(t, 2, nil)
+	br, _ := ds.Branch("exp")
+	if _, err := ds.Store.PutBytes(tagCtx, br.Key("_versions/"+lance.ManifestName(3, lance.NamingV2)), make([]byte, 203), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tags := NewTags(ds, TagOptions{})
+	_, err := tags.Create(tagCtx, "orphan", CreateTagOptions{Branch: "exp"})
+	tagWantIs(t, "a tag on a branch without its file", err, ErrBranchBeingDeleted, core.ErrPreconditionFailed)
+	if tagBody(t, ds, "orphan") != nil {
+		t.Fatal("the refused tag was left behind")
+	}
+	if _, err := ds.Store.PutBytes(tagCtx, ds.Key("_refs/branches/exp.json"),
+		[]byte(`{"parentBranch":null,"parentVersion":2,"createAt":1796047721,"manifestSize":102,"metadata":{"retain.state":"deleting","retain.op":"branch-delete-x","retain.source":"main@2","retain.at":"2026-11-30T00:00:00Z","retain.owner":"h/1/b/1"}}`), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tags.Create(tagCtx, "late", CreateTagOptions{Branch: "exp"})
+	tagWantIs(t, "a tag on a branch marked deleting", err, ErrBranchBeingDeleted)
+	if tagBody(t, ds, "late") != nil {
+		t.Fatal("the refused tag was left behind")
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/internal/failpoint"
 )
 
@@ -209,6 +210,27 @@ func captureTable(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 	}
 	if err != nil {
 		return CapturedTable{}, false, err
+	}
+	if branch != checkpoint.MainBranch {
+		// Only a listed branch is pinned: a branch whose file is gone is
+		// being deleted (ref first, then its folder) or is an orphan folder,
+		// and one marked deleting is on its way; a pin on either would hold
+		// files its parent's delete does not know about.
+		b, err := ds.ReadBranch(ctx, branch)
+		if errors.Is(err, lance.ErrBranchNotFound) {
+			return CapturedTable{}, false, errorf("create", path, ErrMissingTarget,
+				"table %s: branch %q has files under tree/ but no branch file: a branch delete is in progress (finish it with `retain branch delete`) or the folder is an orphan; it is not pinned", path, branch)
+		}
+		if err != nil {
+			return CapturedTable{}, false, err
+		}
+		if l, err := refs.ParseBranchLifecycle(b.Metadata); err != nil || l.State == refs.BranchDeleting {
+			why := "is being deleted (marked deleting)"
+			if err != nil {
+				why = "has lifecycle keys retain cannot read: " + err.Error()
+			}
+			return CapturedTable{}, false, errorf("create", path, ErrMissingTarget, "table %s: branch %q %s; it is not pinned", path, branch, why)
+		}
 	}
 	ref, err := bds.PhysRef(ctx, head)
 	if err != nil {

@@ -1,0 +1,138 @@
+package branch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs"
+)
+
+// reviewHookDriver runs before, once, ahead of the first put matching.
+type reviewHookDriver struct {
+	core.Driver
+	mu     sync.Mutex
+	match  func(key string, o core.PutOptions) bool
+	before func()
+}
+
+func (d *reviewHookDriver) Put(ctx context.Context, key string, body io.Reader, o core.PutOptions) (core.Info, error) {
+	d.mu.Lock()
+	var fn func()
+	if d.match != nil && d.match(key, o) {
+		fn, d.match = d.before, nil
+	}
+	d.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return d.Driver.Put(ctx, key, body, o)
+}
+
+// `retain tag create` neither takes the claim nor looks at the
+// branch lifecycle. A tag created on the branch after Delete planned (no
+// tags then) and before it deletes the branch file is never seen: the
+// delete goes on, and the tag just created — reported as success — names
+// a version of a branch that no longer exists.
+func TestBranchDeleteSeesTagCreatedBeforeItsMark(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real Lance (Node)")
+	}
+	dir := t.TempDir()
+	branchedTable(t, dir, "t", "exp")
+	ld, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := &reviewHookDriver{Driver: ld}
+	s, err := core.NewStore(bg, "localfs", hd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	loc := core.Location{Scheme: "file", Path: dir}
+	other, _ := localStore(t, dir) // an agent's process: its own store
+	ods, _ := lance.Open(other, "t.lance")
+	tags := refs.NewTags(ods, refs.TagOptions{Scope: claim.ScopeFor(loc)})
+	var tagErr error
+	hd.match = func(key string, o core.PutOptions) bool {
+		// markDeleting: the plan is done, the registry was read.
+		return strings.HasSuffix(key, "_refs/branches/exp.json") && o.Mode == core.PutReplaceIfVersion
+	}
+	hd.before = func() {
+		_, tagErr = tags.Create(bg, "good-run", refs.CreateTagOptions{Branch: "exp", Version: 3, Metadata: map[string]string{"verdict": "keep"}})
+	}
+	_, err = Delete(bg, s, loc, "exp", Options{})
+	if tagErr != nil {
+		t.Fatalf("the tag create (before the mark) failed: %v", tagErr)
+	}
+	// The delete's second plan, after its mark, sees the tag: refused, the
+	// mark rolled back, the branch listed and the tag resolving.
+	if !errors.Is(err, lance.ErrBranchHasTags) {
+		t.Fatalf("delete with a tag created after its first plan: %v", err)
+	}
+	if r, rerr := tags.Resolve(bg, "good-run"); rerr != nil || r.Branch != "exp" {
+		t.Fatalf("the tag after the refused delete: %+v %v", r, rerr)
+	}
+	b, err := ods.ReadBranch(bg, "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := refs.ParseBranchLifecycle(b.Metadata); err != nil || l.State != refs.BranchReady {
+		t.Fatalf("the branch after the refused delete: %+v %v", l, err)
+	}
+}
+
+// the children rule only sees child branches through their branch
+// files. A child whose branch file is gone (its own delete stopped after
+// the ref: `branch-delete/after-refs`, the documented crash window) still
+// has its folder, whose manifests read the parent's data files; a
+// checkpoint can then pin it (checkpoint create only reads tree/<b>/
+// _versions/). Deleting the parent is not refused by children, tags (the
+// pin tags name the child) or pins (rows on the child, not on the parent):
+// the parent's folder goes, and the checkpoint-pinned version loses files.
+func TestCheckpointRefusesOrphanOrDeletingBranch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real Lance (Node)")
+	}
+	dir := t.TempDir()
+	branchedTable(t, dir, "t", "exp")
+	lanceOps(t, dir, "t", op{"op": "branchCreate", "name": "kid", "from": "exp", "version": 3}, op{"op": "add", "rows": 1, "on": "kid"})
+	s, loc := localStore(t, dir)
+	ds, _ := lance.Open(s, "t.lance")
+	// What `branch delete kid` killed at branch-delete/after-refs leaves.
+	kid, err := ds.ReadBranch(bg, "kid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(bg, kid.Info.Key, core.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint never pins a branch without its file, so the parent's
+	// delete cannot take files a pin holds.
+	if _, err := protocol.Create(bg, s, loc, "cp", "kid"); !errors.Is(err, protocol.ErrMissingTarget) {
+		t.Fatalf("checkpoint of the orphaned child: %v (want ErrMissingTarget)", err)
+	}
+	// Nor one marked deleting.
+	exp, err := ds.ReadBranch(bg, "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := refs.BranchMeta(exp.Metadata, refs.BranchDeleting, "branch-delete-x", nil,
+		refs.BranchSource{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
+	if _, err := ds.ReplaceBranchMetadata(bg, "exp", exp.Info.Version, meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Create(bg, s, loc, "cp2", "exp"); !errors.Is(err, protocol.ErrMissingTarget) {
+		t.Fatalf("checkpoint of a branch marked deleting: %v (want ErrMissingTarget)", err)
+	}
+}

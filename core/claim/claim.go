@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -206,8 +207,30 @@ func Acquire(ctx context.Context, s *core.Store, req Request) (*Handle, error) {
 		return nil, fmt.Errorf("retention claim needs create-if-absent reaching every writer of this store: %w", err)
 	}
 	p := self(req)
-	return create(ctx, s, p, scope)
+	h, err := create(ctx, s, p, scope)
+	var held *HeldError
+	if errors.As(err, &held) && held.Holder != nil {
+		if lost, ok := unresolved.LoadAndDelete(held.Holder.OwnerToken); ok {
+			// A claim this process created earlier whose response was lost
+			// and could not be read back then: its token is secret to this
+			// process, so it is ours. Adopt it and go on (its payload names
+			// the earlier operation); releasing it frees the store.
+			return &Handle{store: s, payload: *held.Holder, version: held.Version, scope: lost.(core.Scope)}, nil
+		}
+	}
+	return h, err
 }
+
+// unresolved holds the tokens of claims this process created with a lost
+// response that no read-back could confirm: such a claim may exist under
+// a token only this process knows. Without this, a long-running process
+// (the daemon) would find its own orphan forever held, and no takeover
+// could prove its owner dead while it runs.
+var unresolved sync.Map // owner token -> core.Scope
+
+// readBackDelays space the read-backs of a create with a lost response:
+// reads have no effect, so they may be repeated until one answers.
+var readBackDelays = []time.Duration{0, 50 * time.Millisecond, 200 * time.Millisecond, time.Second}
 
 func create(ctx context.Context, s *core.Store, p Payload, scope core.Scope) (*Handle, error) {
 	body, err := json.MarshalIndent(p, "", "  ")
@@ -229,17 +252,28 @@ func create(ctx context.Context, s *core.Store, p Payload, scope core.Scope) (*H
 	if err != nil {
 		// The outcome is unknown (a lost response): the token is fresh and
 		// secret, so a claim carrying it can only be this create's. Reading
-		// it back decides; without that proof the error stands.
-		// A read has no effect, so it may be repeated until it answers.
-		for range 3 {
-			holder, hinfo, rerr := Read(ctx, s)
-			if rerr == nil && holder.OwnerToken == p.OwnerToken {
-				return &Handle{store: s, payload: p, version: hinfo.Version, scope: scope}, nil
+		// it back decides; without an answer the token is remembered as
+		// possibly ours (Acquire adopts it when it finds it).
+		for _, d := range readBackDelays {
+			if d > 0 {
+				select {
+				case <-ctx.Done():
+					unresolved.Store(p.OwnerToken, scope)
+					return nil, err
+				case <-time.After(d):
+				}
 			}
-			if rerr == nil || errors.Is(rerr, core.ErrNotFound) {
-				break // answered: the claim is not ours
+			holder, hinfo, rerr := Read(ctx, s)
+			switch {
+			case rerr == nil && holder.OwnerToken == p.OwnerToken:
+				return &Handle{store: s, payload: p, version: hinfo.Version, scope: scope}, nil
+			case rerr == nil:
+				return nil, &HeldError{Holder: holder, Version: hinfo.Version} // answered: held by another
+			case errors.Is(rerr, core.ErrNotFound):
+				return nil, err // answered: the create did not land
 			}
 		}
+		unresolved.Store(p.OwnerToken, scope)
 		return nil, err
 	}
 	return &Handle{store: s, payload: p, version: info.Version, scope: scope}, nil

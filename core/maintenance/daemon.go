@@ -31,6 +31,7 @@ type Daemon struct {
 	guard         sync.Mutex // the in-flight guard: one pass at a time
 	started       bool
 	retryPending  bool // the last retention pass failed: retry on the next tick
+	stateLoaded   bool
 	lastRetention time.Time
 	state         State
 }
@@ -85,15 +86,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.Logger == nil {
 		d.Logger = hclog.NewNullLogger()
 	}
-	if st, err := ReadState(ctx, d.Store); err != nil {
-		d.Logger.Warn("the daemon's record cannot be read; retention runs on the first pass anyway", "key", StateKey, "error", err)
-	} else if st != nil {
-		d.state = *st
-		if st.LastRetention != nil {
-			d.lastRetention = *st.LastRetention
-			d.Metrics.LastRetention.Set(float64(st.LastRetention.Unix()))
-		}
-	}
+	d.loadState(ctx)
 	d.Logger.Info("daemon started", "store", d.Location.String(), "enabled", d.Config.IsEnabled(), "interval", d.Config.interval(),
 		"window", d.window(), "retention_every", d.Config.every())
 	if !d.Config.IsEnabled() {
@@ -103,6 +96,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	for {
 		d.Pass(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			// A signal during the pass: the pass is done, no new one starts
+			// (a due tick would otherwise race the signal in the select).
+			d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
+			return nil
+		}
 		select {
 		case <-ctx.Done():
 			d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
@@ -110,6 +109,35 @@ func (d *Daemon) Run(ctx context.Context) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// loadState reads the daemon's record once: the stamp and the failure
+// count carry over a restart (and `--once`).
+func (d *Daemon) loadState(ctx context.Context) {
+	if d.stateLoaded {
+		return
+	}
+	d.stateLoaded = true
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics()
+	}
+	if d.Logger == nil {
+		d.Logger = hclog.NewNullLogger()
+	}
+	st, err := ReadState(ctx, d.Store)
+	if err != nil {
+		d.Logger.Warn("the daemon's record cannot be read; retention runs on the first pass anyway", "key", StateKey, "error", err)
+		return
+	}
+	if st == nil {
+		return
+	}
+	d.state = *st
+	if st.LastRetention != nil {
+		d.lastRetention = *st.LastRetention
+		d.Metrics.LastRetention.Set(float64(st.LastRetention.Unix()))
+	}
+	d.Metrics.RetentionFailures.Set(float64(st.RetentionFailures))
 }
 
 func (d *Daemon) window() string {
@@ -140,6 +168,9 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	}
 	first := !d.started
 	d.started = true
+	if first {
+		d.loadState(ctx)
+	}
 	r := &PassReport{Started: d.now().UTC(), Enabled: d.Config.IsEnabled()}
 	d.Metrics.Passes.Inc()
 	defer func() {
@@ -219,7 +250,8 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	}
 	if len(open) > 0 {
 		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
-		rr, err := retention.Resume(ctx, d.Store, d.Location, retention.ResumeOptions{OperationID: open[0], Actor: d.actor()})
+		rr, err := retention.Resume(ctx, d.Store, d.Location, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
+			Online: !d.Config.Retention.WritersStopped})
 		r.Resumed = rr
 		d.logRemovals(rr)
 		if err != nil {

@@ -58,6 +58,14 @@ const (
 	StateAbandoned RunState = "abandoned"
 )
 
+// RunMode is how a run was planned.
+type RunMode string
+
+const (
+	ModeWriteOutage RunMode = "write-outage"
+	ModeOnline      RunMode = "online"
+)
+
 // TableState is where one table of a run stands.
 type TableState string
 
@@ -76,13 +84,17 @@ const (
 
 // Journal is the durable record of one cleanup run.
 type Journal struct {
-	Format      int        `json:"format"`
-	OperationID string     `json:"operation_id"`
-	State       RunState   `json:"state"`
-	Actor       string     `json:"actor,omitempty"`
-	StartedAt   time.Time  `json:"started_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	Policy      PolicyEcho `json:"policy"`
+	Format      int      `json:"format"`
+	OperationID string   `json:"operation_id"`
+	State       RunState `json:"state"`
+	// Mode is how the run was planned: ModeWriteOutage (writers
+	// stopped) or ModeOnline (writers may commit; older-than >=
+	// MinOnlineAge). An online resume carries out only online plans.
+	Mode      RunMode    `json:"mode"`
+	Actor     string     `json:"actor,omitempty"`
+	StartedAt time.Time  `json:"started_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Policy    PolicyEcho `json:"policy"`
 	// BoundaryVersion is the registry version that publishes the run's
 	// gc_boundary rows (0: nothing planned, nothing published).
 	BoundaryVersion uint64          `json:"boundary_version"`

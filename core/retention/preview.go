@@ -85,6 +85,10 @@ type Policy struct {
 	KeepLast int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Skip leaves tables out (table → why, shown as the table's note): their
+	// roots are not resolved and nothing of them is planned. Run sets it
+	// with IsolateReconcile for tables reconcile could not settle.
+	Skip map[string]string
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -185,7 +189,7 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		plan.Policy.Cutoff = &cutoff
 	}
 
-	rs, err := ResolveRoots(ctx, s)
+	rs, err := resolveRoots(ctx, s, p.Skip)
 	if err != nil {
 		return nil, err
 	}
@@ -194,6 +198,10 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 
 	for _, tr := range rs.Tables {
 		t := tr.Table
+		if tr.Skipped != "" {
+			plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{}, Notes: []string{tr.Skipped}})
+			continue
+		}
 		lp, err := tr.Dataset.PlanCleanup(ctx, lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: tr.Extra, Now: func() time.Time { return now }})
 		if err != nil {
 			if errors.Is(err, lance.ErrNotDataset) && len(tr.Extra) == 0 {

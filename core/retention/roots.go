@@ -34,6 +34,9 @@ type TableRoots struct {
 	// Extra are the versions live checkpoints pin, with the reason
 	// "checkpoint <name> (<id>)", in registry order; nil when none.
 	Extra []lance.Root
+	// Skipped says why the table is left out (its roots unresolved, not
+	// planned); "" for a resolved table.
+	Skipped string
 }
 
 // root is one checkpoint pin of a table.
@@ -55,6 +58,13 @@ type root struct {
 // registry it cannot read, a checkpoint pinning a table that no longer
 // exists, a pinned version that is missing or is another commit.
 func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
+	return resolveRoots(ctx, s, nil)
+}
+
+// resolveRoots is ResolveRoots leaving out the tables of skip (table →
+// why): their roots are not resolved and they are not planned, so a table
+// reconcile could not settle costs only itself (Policy.Skip).
+func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*RootSet, error) {
 	// The registry: live checkpoints and their rows.
 	rv, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
 	if err != nil {
@@ -79,7 +89,7 @@ func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
 	}
 	var missing []string
 	for path := range pins {
-		if !found[path] {
+		if !found[path] && skip[path] == "" {
 			missing = append(missing, path)
 		}
 	}
@@ -92,6 +102,10 @@ func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
 
 	// Resolve every root before any table is planned.
 	for _, t := range tables {
+		if why := skip[t]; why != "" {
+			rs.Tables = append(rs.Tables, TableRoots{Table: t, Skipped: why})
+			continue
+		}
 		ds, err := lance.Open(s, t)
 		if err != nil {
 			return nil, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}

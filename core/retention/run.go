@@ -223,6 +223,9 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		}
 	}
 
+	if len(conflicted) > 0 {
+		p.Skip = conflicted
+	}
 	plan, err := Preview(ctx, s, p)
 	if err != nil {
 		return rep, err
@@ -248,7 +251,11 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	draft := snap.Next()
-	j := &Journal{Format: journalFormat, OperationID: op, State: StateRunning, Actor: h.Payload().Actor, StartedAt: rep.StartedAt,
+	mode := ModeWriteOutage
+	if o.Online {
+		mode = ModeOnline
+	}
+	j := &Journal{Format: journalFormat, OperationID: op, State: StateRunning, Mode: mode, Actor: h.Payload().Actor, StartedAt: rep.StartedAt,
 		Policy: plan.Policy, BoundaryVersion: uint64(draft.Version), Tables: []JournalTable{}}
 	var plans []*lance.Plan
 	for _, tp := range plan.Tables {
@@ -353,6 +360,9 @@ type ResumeOptions struct {
 	Host string
 	// Progress, if set, is called after each table.
 	Progress func(Progress)
+	// Online: writers may be committing (the daemon). Only a run planned
+	// online is resumed then.
+	Online bool
 }
 
 // Resume finishes an unfinished run from its journal (issue 7, section
@@ -394,9 +404,17 @@ func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptio
 			err = rerr
 		}
 	}()
-	// Re-read under the claim: the journal is only advanced by its holder.
+	// Re-read under the claim: the journal is only advanced by its holder,
+	// and the run may have completed or been abandoned meanwhile.
 	if j, ver, err = ReadJournal(ctx, s, op); err != nil {
 		return nil, err
+	}
+	if j.State == StateComplete || j.State == StateAbandoned {
+		return nil, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "cleanup run %s is %s: nothing to resume", op, j.State)
+	}
+	if o.Online && j.Mode != ModeOnline {
+		return nil, fmt.Errorf("%w: cleanup run %s was planned for a write outage (%s); an online resume (writers may be committing) does not carry it out: resume it during an outage with `retain cleanup run --resume --confirm-write-outage`, or abandon it: %w",
+			ErrRunRefused, op, j.Mode, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "plan made for a write outage"))
 	}
 	jw := &journalWriter{s: s, j: j, ver: ver}
 	rep = &RunReport{OperationID: op, StartedAt: time.Now().UTC(), Policy: j.Policy, BoundaryVersion: j.BoundaryVersion,
@@ -435,6 +453,10 @@ func resumeClaim(ctx context.Context, s *core.Store, loc core.Location, op strin
 	h, terr := claim.Takeover(ctx, s, claim.TakeoverRequest{Request: req, Token: held.Holder.OwnerToken,
 		Reason: "resume cleanup run " + op})
 	if terr != nil {
+		if errors.Is(terr, claim.ErrNoProof) {
+			// Its process may be running: the claim is held, not broken.
+			return nil, held
+		}
 		return nil, fmt.Errorf("the claim is still held by cleanup run %s (pid %d on %s), which may be running: %w", op, held.Holder.PID, held.Holder.Host, terr)
 	}
 	return h, nil
@@ -646,14 +668,13 @@ func release(ctx context.Context, h *claim.Handle) error {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		err = h.Release(ctx)
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
-		}
-		if attempt > 0 && errors.Is(err, core.ErrNotFound) {
-			return nil
-		}
-		if errors.Is(err, claim.ErrLost) && !errors.Is(err, core.ErrNotFound) {
-			return err
+		case attempt > 0 && errors.Is(err, core.ErrNotFound):
+			return nil // our earlier delete landed; its response was lost
+		case errors.Is(err, claim.ErrLost):
+			return err // gone or replaced before we released: say so
 		}
 	}
 	return err
@@ -693,7 +714,16 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 				tr.FailedDeletes = res.Failed
 				tr.VersionsRemoved = res.ManifestsDeleted
 			}
-			if err == nil && len(res.Failed) > 0 {
+			if len(res.Failed) > 0 && manifestsGone(lp, res) {
+				// Every removed version's manifest is gone: what failed is
+				// files no version references any more. The table's plan is
+				// carried out as far as versions go; the next cleanup
+				// collects the leftovers (they are unreferenced and old), so
+				// one stuck file does not hold the run open for ever.
+				tr.Notes = append(tr.Notes, fmt.Sprintf("%d unreferenced object(s) could not be deleted (first %q: %s); the next cleanup collects them",
+					len(res.Failed), res.Failed[0].Key, res.Failed[0].Err))
+				err = nil
+			} else if err == nil && len(res.Failed) > 0 {
 				err = fmt.Errorf("%d object(s) could not be deleted (first %q: %s); `--resume` retries them", len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
 			}
 		}
@@ -713,6 +743,23 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 			tr.Notes = append(tr.Notes, "the audit line of the outcome was not written: "+werr.Error())
 		}
 	}
+}
+
+// manifestsGone: no failed delete of res is a manifest of a version lp
+// removes.
+func manifestsGone(lp *lance.Plan, res *lance.Result) bool {
+	removed := map[string]bool{}
+	for _, v := range lp.Versions {
+		if !v.Keep {
+			removed[v.Key] = true
+		}
+	}
+	for _, f := range res.Failed {
+		if removed[f.Key] {
+			return false
+		}
+	}
+	return res.ManifestsDeleted > 0 || len(removed) == 0
 }
 
 // newestRemoved is, per branch, the newest version the plan removes.

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -113,6 +114,29 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 // taken now pins its current commit, which is what the next check
 // compares against.
 func incarnationChanged(ctx context.Context, snap *checkpoint.Snapshot, t checkpoint.Table, ds *lance.Dataset) (bool, string, error) {
+	// A cleanup never removes a branch's latest version, so after a gc
+	// boundary the main head is always newer than the newest version it
+	// removed. A head at or below it is another table at the same path:
+	// recreated (with or without checkpoint rows to compare against).
+	if rows, err := snap.GCBoundaries(); err == nil {
+		for _, g := range rows {
+			if g.TableID != t.ID || g.Incarnation != t.Incarnation {
+				continue
+			}
+			for _, nr := range g.NewestRemoved {
+				if nr.Branch != checkpoint.MainBranch {
+					continue
+				}
+				head, err := ds.Latest(ctx)
+				if err != nil {
+					return false, "", err
+				}
+				if head.N <= nr.Version {
+					return true, fmt.Sprintf("main's head v%d is at or below v%d, which cleanup %s removed: the table was recreated", head.N, nr.Version, g.OperationID), nil
+				}
+			}
+		}
+	}
 	var best *checkpoint.Row
 	for i := range snap.Rows {
 		r := &snap.Rows[i]

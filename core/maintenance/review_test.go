@@ -1,0 +1,253 @@
+package maintenance
+
+// Regression tests from a review: each failed while the bug it guards against was present.
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/core/retention"
+)
+
+// TestShutdownStartsNoNewPass: Run's loop selects between
+// ctx.Done() and ticker.C after each pass. When the signal arrives during a
+// pass that outlasts the interval, both are ready and select picks one at
+// random: half the time a whole new pass (reconcile, retention, deletions)
+// starts after SIGTERM instead of the daemon stopping.
+func TestShutdownStartsNoNewPass(t *testing.T) {
+	_, s, loc := store(t, "update")
+	extra := 0
+	for i := 0; i < 12; i++ {
+		ctx, cancel := context.WithCancel(bg)
+		var calls atomic.Int64
+		d := &Daemon{Store: s, Location: loc, Config: cfg(t, "enabled: false\ninterval: 100ms\n"),
+			Now: func() time.Time {
+				if calls.Add(1) == 1 {
+					cancel() // SIGTERM arrives during the first pass
+				}
+				time.Sleep(70 * time.Millisecond) // the pass outlasts the interval
+				return time.Now()
+			}}
+		if err := d.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if passes := calls.Load() / 2; passes > 1 {
+			extra++
+		}
+		cancel()
+	}
+	if extra > 0 {
+		t.Fatalf("in %d of 12 shutdowns the daemon started another pass after the signal", extra)
+	}
+}
+
+// TestLiveCLIRunIsAClaimWait: while `retain cleanup run`
+// holds the claim (its open marker is present from the journal's creation
+// on), the daemon's retention part calls Resume on it; Resume tries a
+// takeover, which is refused (the owner is alive), and that refusal does
+// not match claim.ErrHeld. The daemon logs retention_failed, bumps
+// retain_retention_failures and the record's failure count, instead of
+// treating it as the claim wait it is.
+func TestLiveCLIRunIsAClaimWait(t *testing.T) {
+	dir, s, loc := store(t, "deletes")
+	op := "cleanup-cli"
+	j := `{"format":1,"operation_id":"cleanup-cli","state":"running","started_at":"2026-11-30T00:00:00Z","updated_at":"2026-11-30T00:00:00Z",` +
+		`"policy":{"keep_last":1},"boundary_version":0,"tables":[],"registry":{"remove":[],"kept":0,"state":"pending","deleted":0}}`
+	for k, body := range map[string]string{
+		retention.JournalKey(op):     j,
+		"_retain/cleanup/open/" + op: retention.JournalKey(op) + "\n",
+	} {
+		p := filepath.Join(dir, k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The CLI run, alive in this very process.
+	h, err := claim.Acquire(bg, s, claim.Request{OperationID: op, Action: "cleanup", Scope: claim.ScopeFor(loc)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(bg)
+	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	r := d.Pass(bg)
+	t.Logf("retention error: %s", r.RetentionError)
+	if d.state.RetentionFailures != 0 {
+		t.Fatalf("a live CLI cleanup run holding the claim was counted as a retention failure (failures %d): %s", d.state.RetentionFailures, r.RetentionError)
+	}
+}
+
+// lostClaim applies the first create of the claim object and then reports
+// a transient error (a lost response); the next reads of the claim fail
+// transiently too (the same outage).
+type lostClaim struct {
+	core.Driver
+	mu        sync.Mutex
+	lost      bool
+	failReads int
+}
+
+func (d *lostClaim) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	info, err := d.Driver.Put(ctx, key, body, opts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key == claim.Key && err == nil && !d.lost {
+		d.lost, d.failReads = true, 3
+		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "injected: response lost")
+	}
+	return info, err
+}
+
+func (d *lostClaim) Get(ctx context.Context, key string) (*core.Reader, error) {
+	d.mu.Lock()
+	fail := key == claim.Key && d.failReads > 0
+	if fail {
+		d.failReads--
+	}
+	d.mu.Unlock()
+	if fail {
+		return nil, core.Errorf("get", key, core.ErrTransient, "injected: outage")
+	}
+	return d.Driver.Get(ctx, key)
+}
+
+// TestLostClaimResponseDoesNotWedge: a claim create whose response is
+// lost during a short outage is read back only three times, at once; when
+// those reads fail too, the error stands and the claim object (which did
+// land) is left behind, owned by nobody but carrying the daemon's own pid.
+// Every later pass finds the claim held; no takeover can prove the owner
+// dead while the daemon lives: reconcile and retention stop until the
+// daemon is restarted and an operator takes the claim over.
+func TestLostClaimResponseDoesNotWedge(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(filepath.Join(dir, "deletes.lance"), os.DirFS(filepath.Join("..", "lance", "testdata", "deletes.lance"))); err != nil {
+		t.Fatal(err)
+	}
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", &lostClaim{Driver: drv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	loc := core.Location{Scheme: "file", Path: dir}
+	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	r1 := d.Pass(bg)
+	t.Logf("pass 1: reconcile %q; retention %q", r1.ReconcileError, r1.RetentionError)
+	r2 := d.Pass(bg)
+	t.Logf("pass 2: reconcile %q; retention %q; holder %q", r2.ReconcileError, r2.RetentionError, r2.ClaimHolder)
+	p, _, err := claim.Read(bg, s)
+	if err != nil {
+		return // no orphan claim: fine
+	}
+	_, terr := claim.Takeover(bg, s, claim.TakeoverRequest{Request: claim.Request{Action: "takeover", Scope: claim.ScopeFor(loc)},
+		Token: p.OwnerToken, Reason: "review"})
+	if p.PID == os.Getpid() && errors.Is(terr, claim.ErrNoProof) {
+		t.Fatalf("an orphan claim of this daemon (op %s, pid %d) blocks every pass (pass 2: %q) and cannot be taken over while the daemon lives: %v",
+			p.OperationID, p.PID, r2.RetentionError, terr)
+	}
+}
+
+// failDeletes fails every delete under prefix.
+type failDeletes struct {
+	core.Driver
+	prefix string
+}
+
+func (d failDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	for _, k := range keys {
+		if strings.HasPrefix(k, d.prefix) {
+			return nil, errors.New("injected delete failure")
+		}
+	}
+	return d.Driver.DeleteMany(ctx, keys)
+}
+
+// TestOnlineDaemonRefusesOutagePlan: an online daemon (writers may
+// commit, so it needs older_than >= 1h) resumes whatever run is open,
+// including a `--confirm-write-outage` run whose window was keep-last 1
+// only, and carries out its plan while writers are active: Resume never
+// checks the journaled policy against the online rule (the mode is not
+// even journaled).
+func TestOnlineDaemonRefusesOutagePlan(t *testing.T) {
+	dir, _, loc := store(t, "deletes", "branch-tag")
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Close()
+	rep, err := retention.Run(bg, failing, loc, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
+	if !errors.Is(err, retention.ErrRunIncomplete) {
+		t.Fatalf("want an incomplete outage run: %v", err)
+	}
+	_, s, _ := func() (string, *core.Store, core.Location) {
+		d, err := localfs.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := core.NewStore(bg, "localfs", d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return dir, st, loc
+	}()
+	before := manifests(t, dir, "branch-tag.lance")
+	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  older_than: 336h\n")} // online
+	r := d.Pass(bg)
+	after := manifests(t, dir, "branch-tag.lance")
+	if r.Resumed != nil && after < before {
+		t.Fatalf("the online daemon carried out outage run %s's keep-last-only plan (policy %+v): branch-tag manifests %d -> %d",
+			rep.OperationID, r.Resumed.Policy, before, after)
+	}
+}
+
+// TestOncePassKeepsRecord: `retain daemon --once` (a cron job)
+// calls Pass on a fresh Daemon without Run, so the record in the store is
+// never loaded: a failed pass overwrites _retain/maintenance/state.json
+// without the last completed retention (and its operation), and the
+// failure count restarts at 1 on every failing pass.
+func TestOncePassKeepsRecord(t *testing.T) {
+	dir, s, loc := store(t, "deletes")
+	c := cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")
+	if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); !r.RetentionCompleted {
+		t.Fatalf("first --once: %+v", r)
+	}
+	// Make the next retention fail: a corrupt manifest refuses the store.
+	key := filepath.Join(dir, "deletes.lance", "_versions", "18446744073709551610.manifest")
+	if err := os.WriteFile(key, []byte("not a manifest"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); r.RetentionCompleted {
+			t.Fatalf("failing --once completed: %+v", r)
+		}
+	}
+	st, err := ReadState(bg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.LastRetention == nil || st.LastRetentionOperation == "" || st.RetentionFailures != 2 {
+		t.Fatalf("after a completed and two failed --once passes the record says last retention %v (op %q), failures %d",
+			st.LastRetention, st.LastRetentionOperation, st.RetentionFailures)
+	}
+}

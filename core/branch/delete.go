@@ -202,14 +202,15 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	failpoint.Hit(FPDeleteAfterClaim)
 	res = &Deleted{Branch: name, Store: store, OperationID: op, Tables: []TableDeleted{}, Reconciled: rep}
 	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
-		plans, err := o.plan(ctx, s, loc, h, op, name, tables)
+		plans, err := o.plan(ctx, s, loc, h, op, name, tables, true)
 		if err != nil {
 			return err
 		}
 		if err := h.Verify(ctx); err != nil {
 			return err
 		}
-		if err := markDeleting(ctx, h, op, plans); err != nil {
+		before, err := markDeleting(ctx, h, op, plans)
+		if err != nil {
 			return err
 		}
 		failpoint.Hit(FPDeleteAfterDeleting)
@@ -222,7 +223,15 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		for _, tp := range plans {
 			first[tp.table] = tp
 		}
-		if plans, err = o.plan(ctx, s, loc, h, op, name, tables); err != nil {
+		if plans, err = o.plan(ctx, s, loc, h, op, name, tables, false); err != nil {
+			// Refused now: put every mark this delete made back to exactly
+			// what it replaced (a creating branch stays creating, its owner
+			// recorded), each a compare-and-swap on the mark.
+			var re *RefusedError
+			restored := restoreMarks(ctx, op, name, before)
+			if errors.As(err, &re) {
+				re.RolledBack = restored
+			}
 			return err
 		}
 		for i := range plans {
@@ -290,7 +299,7 @@ type tablePlan struct {
 
 // plan plans every table and applies the registry's policy; any refusal
 // refuses all.
-func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *claim.Handle, op, name string, tables []string) ([]tablePlan, error) {
+func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *claim.Handle, op, name string, tables []string, rollback bool) ([]tablePlan, error) {
 	store := loc.String()
 	var plans []tablePlan
 	refused := &RefusedError{Branch: name, Store: store, Tables: []TableRefusal{}}
@@ -353,7 +362,9 @@ func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *
 		refused.Tables = kept
 	}
 	if refused.Pins != nil || len(refused.Tables) > 0 {
-		refused.RolledBack = o.rollBackDeleting(ctx, s, h, op, name, present)
+		if rollback {
+			refused.RolledBack = o.rollBackDeleting(ctx, s, h, op, name, present)
+		}
 		return nil, refused
 	}
 	return plans, nil
@@ -546,7 +557,7 @@ func execute(ctx context.Context, h *claim.Handle, op string, plans []tablePlan,
 // undone (each again a compare-and-swap) and nothing is deleted. Each
 // plan's Ref becomes the marked file, whose exact version the branch
 // file's delete then removes.
-func markDeleting(ctx context.Context, h *claim.Handle, op string, plans []tablePlan) error {
+func markDeleting(ctx context.Context, h *claim.Handle, op string, plans []tablePlan) ([]markedBranch, error) {
 	self := selfOwner(h)
 	type mark struct {
 		i    int
@@ -569,10 +580,45 @@ func markDeleting(ctx context.Context, h *claim.Handle, op string, plans []table
 				u := &plans[m.i]
 				_, _ = u.ds.ReplaceBranchMetadata(context.WithoutCancel(ctx), u.plan.Branch, u.plan.Ref.Info.Version, m.meta)
 			}
-			return fmt.Errorf("branch delete %q: table %s: marking the branch deleting: %w; nothing was deleted", tp.plan.Branch, tp.table, err)
+			return nil, fmt.Errorf("branch delete %q: table %s: marking the branch deleting: %w; nothing was deleted", tp.plan.Branch, tp.table, err)
 		}
 		done = append(done, mark{i, r.Metadata})
 		tp.plan.Ref = &nb
 	}
-	return nil
+	out := make([]markedBranch, 0, len(done))
+	for _, m := range done {
+		out = append(out, markedBranch{table: plans[m.i].table, ds: plans[m.i].ds, meta: m.meta})
+	}
+	return out, nil
+}
+
+// markedBranch is a branch file markDeleting marked, and the metadata the
+// mark replaced.
+type markedBranch struct {
+	table string
+	ds    *lance.Dataset
+	meta  map[string]string
+}
+
+// restoreMarks puts back the metadata of every branch file still carrying
+// this operation's deleting mark; it returns the tables restored. A file
+// that cannot be restored stays deleting (not listed), which the next
+// delete resumes or rolls back.
+func restoreMarks(ctx context.Context, op, name string, marks []markedBranch) []string {
+	ctx = context.WithoutCancel(ctx)
+	var out []string
+	for _, m := range marks {
+		b, err := m.ds.ReadBranch(ctx, name)
+		if err != nil {
+			continue
+		}
+		l, err := refs.ParseBranchLifecycle(b.Metadata)
+		if err != nil || l.State != refs.BranchDeleting || l.Op != op {
+			continue
+		}
+		if _, err := m.ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, m.meta); err == nil {
+			out = append(out, m.table)
+		}
+	}
+	return out
 }

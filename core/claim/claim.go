@@ -213,8 +213,21 @@ func Acquire(ctx context.Context, s *core.Store, req Request) (*Handle, error) {
 		if lost, ok := unresolved.LoadAndDelete(held.Holder.OwnerToken); ok {
 			// A claim this process created earlier whose response was lost
 			// and could not be read back then: its token is secret to this
-			// process, so it is ours. Adopt it and go on (its payload names
-			// the earlier operation); releasing it frees the store.
+			// process, so it is ours. Rewrite it (compare-and-swap on the
+			// version found) to name this operation — a crash from here on
+			// must leave a claim that names the run it belongs to, which is
+			// what resume and takeover look for.
+			if body, merr := json.MarshalIndent(p, "", "  "); merr == nil {
+				info, rerr := s.PutBytes(ctx, Key, body, core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: held.Version})
+				if rerr == nil {
+					return &Handle{store: s, payload: p, version: info.Version, scope: scope}, nil
+				}
+				if !errors.Is(rerr, core.ErrUnsupported) {
+					unresolved.Store(held.Holder.OwnerToken, lost)
+					return nil, fmt.Errorf("adopting this process's own unconfirmed claim: %w", rerr)
+				}
+			}
+			// No replace-if-version: adopt it as it is.
 			return &Handle{store: s, payload: *held.Holder, version: held.Version, scope: lost.(core.Scope)}, nil
 		}
 	}

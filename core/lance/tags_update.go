@@ -19,6 +19,10 @@ type UpdateTagOptions struct {
 	// replace-if-version refuses (core.ErrUnsupported): never a silent
 	// check-then-put.
 	Gated bool
+	// DropUnknown lets the rewrite drop fields Lance 12 does not write
+	// (otherwise ErrTagNotRewritable): only for the delete mark of a tag
+	// about to be deleted.
+	DropUnknown bool
 	// Now is the new updatedAt; zero means time.Now. It is moved forward
 	// to just after the old updatedAt when it is not later, so updatedAt
 	// only grows.
@@ -51,7 +55,7 @@ func (d *Dataset) UpdateTagFile(ctx context.Context, old Tag, metadata map[strin
 		return Tag{}, &RefError{Op: "update-tag", Key: key, Err: core.ErrInvalidArgument,
 			Msg: fmt.Sprintf("the tag was read from %q", old.Info.Key)}
 	}
-	if len(old.unknown) > 0 {
+	if len(old.unknown) > 0 && !o.DropUnknown {
 		return Tag{}, &RefError{Op: "update-tag", Key: key, Err: ErrTagNotRewritable, Cause: core.ErrUnsupported,
 			Msg: fmt.Sprintf("fields %v are not ones Lance 12 writes; retain does not rewrite the file and drop them", old.unknown)}
 	}

@@ -495,7 +495,11 @@ func (t *Tags) Delete(ctx context.Context, name, ifToken string) (TagResult, err
 	// exclusive against writers holding the same gates: a delete then holds
 	// them too, or it could land between an update's compare and its
 	// overwrite, and the overwrite would bring the tag back.
-	holdGates := gated || (len(t.opts.Gates) > 0 && s.Require(core.FeatureReplaceIfVersion, t.opts.Scope) != nil)
+	holdGates := gated
+	if !holdGates && len(t.opts.Gates) > 0 && s.Require(core.FeatureReplaceIfVersion, t.opts.Scope) != nil {
+		_, gerr := s.Capabilities().RequireGates(s.Adapter(), t.opts.Scope, t.opts.Gates...)
+		holdGates = gerr == nil // else no gated update can run to race with
+	}
 	var res TagResult
 	del := func(ctx context.Context) error {
 		old, err := t.read(ctx, op, name, ifToken)
@@ -547,7 +551,7 @@ func (t *Tags) deleteMarked(ctx context.Context, name, ifToken string) (TagResul
 		meta[k] = v
 	}
 	meta[TagDeletingKey] = tagMarkToken()
-	marked, err := t.ds.UpdateTagFile(ctx, old, meta, lance.UpdateTagOptions{})
+	marked, err := t.ds.UpdateTagFile(ctx, old, meta, lance.UpdateTagOptions{DropUnknown: true})
 	if err != nil {
 		return TagResult{}, err
 	}

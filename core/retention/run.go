@@ -412,9 +412,18 @@ func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptio
 	if j.State == StateComplete || j.State == StateAbandoned {
 		return nil, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "cleanup run %s is %s: nothing to resume", op, j.State)
 	}
-	if o.Online && j.Mode != ModeOnline {
+	mode := j.Mode
+	if mode == "" {
+		// A journal from before the mode was recorded: its window says
+		// whether its plan is one an online run could have made.
+		mode = ModeWriteOutage
+		if d, err := time.ParseDuration(j.Policy.OlderThan); err == nil && d >= MinOnlineAge {
+			mode = ModeOnline
+		}
+	}
+	if o.Online && mode != ModeOnline {
 		return nil, fmt.Errorf("%w: cleanup run %s was planned for a write outage (%s); an online resume (writers may be committing) does not carry it out: resume it during an outage with `retain cleanup run --resume --confirm-write-outage`, or abandon it: %w",
-			ErrRunRefused, op, j.Mode, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "plan made for a write outage"))
+			ErrRunRefused, op, mode, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "plan made for a write outage"))
 	}
 	jw := &journalWriter{s: s, j: j, ver: ver}
 	rep = &RunReport{OperationID: op, StartedAt: time.Now().UTC(), Policy: j.Policy, BoundaryVersion: j.BoundaryVersion,

@@ -1,0 +1,75 @@
+package branch
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs"
+)
+
+// A branch left creating by a dead `branch create` (not listed; "Delete
+// removes it (rolls it back)") is taken over by a delete and marked
+// deleting. When the delete's SECOND plan (after the mark) is refused —
+// here a tag created before the mark — rollBackDeleting puts it to READY:
+// the unfinished adoption becomes a listed, ready branch nobody confirmed.
+// A refusal in the first plan leaves it creating; the state the delete
+// started from is lost only on the second plan's refusal.
+func TestRefusedReplanKeepsCreating(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real Lance (Node)")
+	}
+	dir := t.TempDir()
+	branchedTable(t, dir, "t", "exp")
+	ld, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := &reviewHookDriver{Driver: ld}
+	s, err := core.NewStore(bg, "localfs", hd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	loc := core.Location{Scheme: "file", Path: dir}
+	ds, _ := lance.Open(s, "t.lance")
+	exp, err := ds.ReadBranch(bg, "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := &refs.BranchOwner{Host: "elsewhere", PID: 1}
+	meta := refs.BranchMeta(exp.Metadata, refs.BranchCreating, "branch-create-dead", dead,
+		refs.BranchSource{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
+	if _, err := ds.ReplaceBranchMetadata(bg, "exp", exp.Info.Version, meta); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := localStore(t, dir)
+	ods, _ := lance.Open(other, "t.lance")
+	tags := refs.NewTags(ods, refs.TagOptions{Scope: claim.ScopeFor(loc)})
+	hd.match = func(key string, o core.PutOptions) bool {
+		return strings.HasSuffix(key, "_refs/branches/exp.json") && o.Mode == core.PutReplaceIfVersion
+	}
+	hd.before = func() {
+		if _, err := tags.Create(bg, "late", refs.CreateTagOptions{Branch: "exp", Version: 3}); err != nil {
+			t.Errorf("tag create: %v", err)
+		}
+	}
+	_, err = Delete(bg, s, loc, "exp", Options{OwnerDeadAttested: "test: the creator is gone"})
+	if !errors.Is(err, lance.ErrBranchHasTags) {
+		t.Fatalf("delete: %v", err)
+	}
+	b, err := ds.ReadBranch(bg, "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := refs.ParseBranchLifecycle(b.Metadata)
+	t.Logf("after the refused delete: %+v %v", l, err)
+	if l.State == refs.BranchReady {
+		t.Fatalf("a branch left creating (never confirmed) is ready and listed after a refused delete: %+v", l)
+	}
+}

@@ -1,0 +1,209 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+)
+
+// review2Drv: the first create of the claim object lands but its response
+// is lost, and the next failReads reads of the claim fail (the outage
+// outlasts every read-back); failClaimDelete fails deletes of the claim
+// (a process that dies holding it); deletes under failPrefix fail.
+type review2Drv struct {
+	core.Driver
+	mu              sync.Mutex
+	lost            bool
+	failReads       int
+	failClaimDelete bool
+	failPrefix      string
+}
+
+func (d *review2Drv) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	info, err := d.Driver.Put(ctx, key, body, opts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if key == claim.Key && err == nil && !d.lost {
+		d.lost, d.failReads = true, 10
+		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "injected: response lost")
+	}
+	return info, err
+}
+
+func (d *review2Drv) Get(ctx context.Context, key string) (*core.Reader, error) {
+	d.mu.Lock()
+	fail := key == claim.Key && d.failReads > 0
+	if fail {
+		d.failReads--
+	}
+	d.mu.Unlock()
+	if fail {
+		return nil, core.Errorf("get", key, core.ErrTransient, "injected: outage")
+	}
+	return d.Driver.Get(ctx, key)
+}
+
+func (d *review2Drv) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	d.mu.Lock()
+	fail := (key == claim.Key && d.failClaimDelete) || (d.failPrefix != "" && strings.HasPrefix(key, d.failPrefix))
+	d.mu.Unlock()
+	if fail {
+		return core.Errorf("delete", key, core.ErrTransient, "injected: delete fails")
+	}
+	return d.Driver.Delete(ctx, key, opts)
+}
+
+func (d *review2Drv) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	for _, k := range keys {
+		if d.failPrefix != "" && strings.HasPrefix(k, d.failPrefix) {
+			return nil, errors.New("injected delete failure")
+		}
+	}
+	return d.Driver.DeleteMany(ctx, keys)
+}
+
+func deadPID(t *testing.T) int {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skip("no `true` to get a dead pid:", err)
+	}
+	return cmd.Process.Pid
+}
+
+// TestAdoptedClaimNamesItsRun: Acquire adopts a claim this process
+// created earlier (lost response, no read-back answered) but keeps that
+// claim's payload: the claim object keeps naming the EARLIER operation.
+// A cleanup run carried out under the adopted claim that dies part-way
+// leaves its journal open and the claim naming another operation; Resume
+// only takes over a claim naming the run itself, so every resume (and the
+// daemon, which treats the HeldError as a wait) finds "held" for ever,
+// even once the owner is provably dead.
+func TestAdoptedClaimNamesItsRun(t *testing.T) {
+	dir, _ := setup(t)
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := &review2Drv{Driver: drv}
+	s, err := core.NewStore(bg, "localfs", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 1. A run whose claim create lands with its response lost.
+	_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-first"})
+	if err == nil {
+		t.Fatal("the first run should fail on the lost create")
+	}
+	t.Logf("first run: %v", err)
+	// 2. The next run adopts that claim; it dies part-way (its table
+	// deletes fail, and so does the claim's release: the process is gone).
+	rd.mu.Lock()
+	rd.failReads, rd.failClaimDelete, rd.failPrefix = 0, true, "branch-tag.lance/"
+	rd.mu.Unlock()
+	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
+	if !errors.Is(err, ErrRunIncomplete) {
+		t.Fatalf("want an incomplete second run, got %v", err)
+	}
+	p, _, err := claim.Read(bg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run %s left the claim naming operation %q (action %s)", rep.OperationID, p.OperationID, p.Action)
+	// The process is dead now: its pid is not running.
+	raw, err := os.ReadFile(filepath.Join(dir, claim.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["pid"] = deadPID(t)
+	raw, _ = json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, claim.Key), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// 3. A restarted process resumes the open run.
+	_, err = Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: rep.OperationID})
+	if errors.Is(err, claim.ErrHeld) {
+		t.Fatalf("resume of %s after its process died is refused as held (claim names %q, not the run): %v", rep.OperationID, p.OperationID, err)
+	}
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+}
+
+// Control: the same death without an adopted claim is resumed.
+func TestResumeAfterOwnerDeath(t *testing.T) {
+	dir, _ := setup(t)
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := &review2Drv{Driver: drv, lost: true, failClaimDelete: true, failPrefix: "branch-tag.lance/"}
+	s, err := core.NewStore(bg, "localfs", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
+	if !errors.Is(err, ErrRunIncomplete) {
+		t.Fatalf("want an incomplete run, got %v", err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, claim.Key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["pid"] = deadPID(t)
+	raw, _ = json.Marshal(m)
+	if err := os.WriteFile(filepath.Join(dir, claim.Key), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: rep.OperationID}); err != nil && !errors.Is(err, ErrRunIncomplete) {
+		t.Fatalf("resume: %v", err)
+	}
+}
+
+// TestOnlineResumeOfPreModeJournal: journals written before
+// Journal.Mode existed (same format 1) carry no mode. An online run
+// (older-than 336h, as the daemon runs it) interrupted before the upgrade
+// is refused by the upgraded online daemon as "planned for a write outage"
+// on every pass, and no new cleanup runs while it is open: the online
+// daemon is wedged until an operator intervenes.
+func TestOnlineResumeOfPreModeJournal(t *testing.T) {
+	dir, _ := setup(t)
+	op := "cleanup-old-build"
+	j := `{"format":1,"operation_id":"cleanup-old-build","state":"running","started_at":"2026-11-30T00:00:00Z","updated_at":"2026-11-30T00:00:00Z",` +
+		`"policy":{"older_than":"336h0m0s"},"boundary_version":0,"tables":[],"registry":{"remove":[],"kept":0,"state":"pending","deleted":0}}`
+	for k, body := range map[string]string{JournalKey(op): j, openKey(op): JournalKey(op) + "\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, k)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: op, Online: true})
+	if errors.Is(err, ErrRunRefused) {
+		t.Fatalf("an online run journaled before the mode field is refused by an online resume: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+}

@@ -230,12 +230,6 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	if err != nil {
 		return rep, err
 	}
-	for i := range plan.Tables {
-		if note := conflicted[plan.Tables[i].Table]; note != "" {
-			plan.Tables[i].Lance = nil
-			plan.Tables[i].Notes = append(plan.Tables[i].Notes, note)
-		}
-	}
 	rep.Policy = plan.Policy
 	if err := h.Verify(ctx); err != nil {
 		return rep, err

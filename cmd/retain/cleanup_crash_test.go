@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io/fs"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -18,23 +15,6 @@ import (
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/failpoint"
 )
-
-// retainEnv runs the binary with extra environment variables.
-func retainEnv(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
-}
 
 // tableFiles lists every file of the store's tables except the checkpoint
 // pin tags (their names carry the random checkpoint id).

@@ -34,9 +34,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func retain(t *testing.T, args ...string) (string, string, int) {
+// retainEnv runs the binary with extra environment variables; retain
+// runs it with none.
+func retainEnv(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -47,6 +50,11 @@ func retain(t *testing.T, args ...string) (string, string, int) {
 		t.Fatal(err)
 	}
 	return out.String(), errb.String(), code
+}
+
+func retain(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	return retainEnv(t, nil, args...)
 }
 
 func TestVersion(t *testing.T) {

@@ -132,18 +132,8 @@ type statusJSON struct {
 	Daemon     *maintenance.State `json:"daemon"`
 	Claim      *claim.Payload     `json:"claim_holder"`
 	OpenRuns   []string           `json:"unfinished_cleanup_runs"`
-	Pins       pinHealth          `json:"pin_health"`
+	Pins       protocol.Health    `json:"pin_health"`
 	ReportedAt time.Time          `json:"reported_at"`
-}
-
-type pinHealth struct {
-	LiveCheckpoints int `json:"live_checkpoints"`
-	Pins            int `json:"pins"`
-	OK              int `json:"ok"`
-	Missing         int `json:"missing"`
-	Other           int `json:"other"`
-	Degraded        int `json:"degraded_checkpoints"`
-	Invalid         int `json:"invalid_checkpoints"`
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -179,26 +169,7 @@ func (a *app) statusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, in := range infos {
-				st.Pins.LiveCheckpoints++
-				switch in.Health {
-				case "degraded":
-					st.Pins.Degraded++
-				case "invalid":
-					st.Pins.Invalid++
-				}
-				for _, pn := range in.Pins {
-					st.Pins.Pins++
-					switch pn.Status {
-					case protocol.PinOK:
-						st.Pins.OK++
-					case protocol.PinMissing:
-						st.Pins.Missing++
-					default:
-						st.Pins.Other++
-					}
-				}
-			}
+			st.Pins = protocol.Summarize(infos)
 			if a.jsonOut {
 				return a.printJSON(st)
 			}

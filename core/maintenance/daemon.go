@@ -329,42 +329,17 @@ func (d *Daemon) refreshMetrics(ctx context.Context) {
 		d.Logger.Warn("metrics: cannot list checkpoints", "error", err)
 		return
 	}
-	pinned, missing, conflicting := 0, 0, 0
-	var oldest time.Time
-	for _, in := range infos {
-		if in.State != checkpoint.Live {
-			continue
-		}
-		pinned += in.TableCount
-		if oldest.IsZero() || in.CreatedAt.Before(oldest) {
-			oldest = in.CreatedAt
-		}
-		for _, p := range in.Pins {
-			switch p.Status {
-			case protocol.PinOK:
-			case protocol.PinMissing:
-				missing++
-			default:
-				conflicting++
-			}
-		}
+	h := protocol.Summarize(infos)
+	d.Metrics.LiveCheckpoints.Set(float64(h.LiveCheckpoints))
+	d.Metrics.PinnedVersions.Set(float64(h.PinnedVersions))
+	d.Metrics.Pins.WithLabelValues("missing").Set(float64(h.Missing))
+	if h.Other > 0 {
+		d.Metrics.Pins.WithLabelValues("conflicting").Set(float64(h.Other))
 	}
-	live := 0
-	for _, in := range infos {
-		if in.State == checkpoint.Live {
-			live++
-		}
-	}
-	d.Metrics.LiveCheckpoints.Set(float64(live))
-	d.Metrics.PinnedVersions.Set(float64(pinned))
-	d.Metrics.Pins.WithLabelValues("missing").Set(float64(missing))
-	if conflicting > 0 {
-		d.Metrics.Pins.WithLabelValues("conflicting").Set(float64(conflicting))
-	}
-	if oldest.IsZero() {
+	if h.Oldest == nil {
 		d.Metrics.OldestCheckpoint.Set(0)
 	} else {
-		d.Metrics.OldestCheckpoint.Set(d.now().Sub(oldest).Seconds())
+		d.Metrics.OldestCheckpoint.Set(d.now().Sub(*h.Oldest).Seconds())
 	}
 	_, snap, err := checkpoint.Open(d.Store, checkpoint.Options{}).Head(ctx)
 	if err != nil {

@@ -66,6 +66,59 @@ type Info struct {
 	Deep      *DeepCheck            `json:"deep,omitempty"`
 }
 
+// Health sums up the pin health of live checkpoints (List's infos): what
+// `retain status` prints and the maintenance daemon exports as metrics.
+type Health struct {
+	LiveCheckpoints int `json:"live_checkpoints"`
+	// PinnedVersions counts table pins (one per table per checkpoint).
+	PinnedVersions int `json:"pinned_versions"`
+	// Pins counts every pin (registry pins included) by status: OK,
+	// Missing, Other (wrong target, unreadable, gone).
+	Pins    int `json:"pins"`
+	OK      int `json:"ok"`
+	Missing int `json:"missing"`
+	Other   int `json:"other"`
+	// Degraded and Invalid count checkpoints by health.
+	Degraded int `json:"degraded_checkpoints"`
+	Invalid  int `json:"invalid_checkpoints"`
+	// Oldest is the creation time of the oldest live checkpoint.
+	Oldest *time.Time `json:"oldest,omitempty"`
+}
+
+// Summarize sums up infos; checkpoints that are not live are left out.
+func Summarize(infos []Info) Health {
+	var h Health
+	for _, in := range infos {
+		if in.State != checkpoint.Live {
+			continue
+		}
+		h.LiveCheckpoints++
+		h.PinnedVersions += in.TableCount
+		if h.Oldest == nil || in.CreatedAt.Before(*h.Oldest) {
+			c := in.CreatedAt
+			h.Oldest = &c
+		}
+		switch in.Health {
+		case "degraded":
+			h.Degraded++
+		case "invalid":
+			h.Invalid++
+		}
+		for _, p := range in.Pins {
+			h.Pins++
+			switch p.Status {
+			case PinOK:
+				h.OK++
+			case PinMissing:
+				h.Missing++
+			default:
+				h.Other++
+			}
+		}
+	}
+	return h
+}
+
 // List returns every live checkpoint with its pin health, and the registry
 // head's version. Its cost is bounded by live checkpoints × tables.
 func List(ctx context.Context, s *core.Store) (checkpoint.Version, []Info, error) {

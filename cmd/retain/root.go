@@ -31,6 +31,25 @@ type app struct {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "retain:", err)
+	var ue usageError
+	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+// rootCmd is the whole command tree; tests walk it to check that every
+// command a message or doc names exists.
+func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "retain",
 		Short: "Checkpoint-pinned retention of Lance datasets on any object store",
@@ -43,24 +62,13 @@ file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
 	// Errors before any command runs (unknown command or flag, wrong
 	// arguments) are usage errors; PersistentPreRun marks that one ran.
 	root.PersistentPreRun = func(*cobra.Command, []string) { a.ran = true }
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level (trace, debug, info, warn, error); env RETAIN_LOG")
 	root.PersistentFlags().StringVar(&a.adapterPath, "adapter", os.Getenv("RETAIN_ADAPTER"), "open every store through this vendor adapter plugin binary instead of the bundled adapter for its scheme; env RETAIN_ADAPTER")
 	root.PersistentFlags().StringVar(&a.adapterSHA256, "adapter-sha256", os.Getenv("RETAIN_ADAPTER_SHA256"), "expected SHA-256 (hex) of the --adapter binary, refused if it differs (recommended); env RETAIN_ADAPTER_SHA256")
 	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd())
-	err := root.Execute()
-	if err == nil {
-		return 0
-	}
-	fmt.Fprintln(stderr, "retain:", err)
-	var ue usageError
-	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
-		return exitUsage
-	}
-	return exitFailed
+	refuseUnknownCommands(root)
+	return root
 }
 
 // usageError marks a command line the command itself found wrong.

@@ -67,7 +67,7 @@ type Error struct {
 func (e *Error) Error() string {
 	s := e.Op
 	if e.Key != "" {
-		s += fmt.Sprintf(" %q", e.Key)
+		s += " " + quoteKey(e.Kind, e.Key)
 	}
 	s += ": " + e.Kind.String()
 	if e.Msg != "" {

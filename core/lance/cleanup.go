@@ -80,7 +80,57 @@ var (
 	// version, a tag or branch created, changed or deleted). Nothing was
 	// deleted; plan again. It also matches ErrCleanupRefused.
 	ErrPlanStale = errors.New("Lance dataset changed since the cleanup was planned")
+	// ErrKeptVersionBroken: a version the cleanup keeps (a branch head, a
+	// tagged or pinned version, one the window keeps) references a file
+	// the store does not have as the manifest records it: missing, a
+	// folder in its place, or another size. What the plan would take for
+	// unreferenced may then be the file that version really needs, so
+	// nothing of the dataset is deleted. The error (a *CleanupError whose
+	// Cause is a *KeptFileError) also matches ErrCleanupRefused.
+	ErrKeptVersionBroken = errors.New("a version cleanup keeps references a file the store does not have as recorded")
 )
+
+// KeptFileError names a file a kept version needs and the store does not
+// have as recorded.
+type KeptFileError struct {
+	// Key is the file's store key.
+	Key string
+	// Version is the first kept version (in plan order) referencing it;
+	// Referencing counts the kept versions that do.
+	Version     VersionID
+	Referencing int
+	// Reasons say why Version is kept (as in the plan: "latest", "tag T",
+	// "extra root: ...", "keep-last N", ...).
+	Reasons []string
+	// Recorded is the size the manifest records (-1: none recorded, so
+	// only existence was required); Listed is the size the listing shows
+	// (-1: no such object).
+	Recorded, Listed int64
+	// Folder: objects lie under Key as under a folder.
+	Folder bool
+	// More counts further broken files of the dataset.
+	More int
+}
+
+func (e *KeptFileError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (kept: %s) references %q", e.Version, strings.Join(e.Reasons, ", "), e.Key)
+	if e.Referencing > 1 {
+		fmt.Fprintf(&b, " (as do %d more kept versions)", e.Referencing-1)
+	}
+	switch {
+	case e.Folder:
+		b.WriteString(", but a folder stands there, not the file")
+	case e.Listed < 0:
+		b.WriteString(", which the store does not have")
+	default:
+		fmt.Fprintf(&b, " with %d bytes, but the store has %d", e.Recorded, e.Listed)
+	}
+	if e.More > 0 {
+		fmt.Fprintf(&b, "; %d more file(s) kept versions reference are broken too", e.More)
+	}
+	return b.String()
+}
 
 // DefaultSafetyWindow is how long an unreferenced file is kept because it
 // may belong to a commit in flight: Lance's UNVERIFIED_THRESHOLD_DAYS.
@@ -111,9 +161,12 @@ func (e *CleanupError) Error() string {
 	if e.Cause != nil {
 		b.WriteString(": " + e.Cause.Error())
 	}
-	if e.Err == ErrPlanStale {
+	switch e.Err {
+	case ErrPlanStale:
 		b.WriteString("; nothing was deleted: plan again")
-	} else {
+	case ErrKeptVersionBroken:
+		b.WriteString("; nothing of this dataset was deleted: restore the file (from a backup or the store's object versioning), or stop keeping that version, then run the cleanup again")
+	default:
 		b.WriteString("; nothing was deleted: fix or remove the object named, then run the cleanup again")
 	}
 	return b.String()
@@ -121,7 +174,7 @@ func (e *CleanupError) Error() string {
 
 func (e *CleanupError) Unwrap() []error {
 	out := []error{e.Err}
-	if e.Err == ErrPlanStale {
+	if e.Err == ErrPlanStale || e.Err == ErrKeptVersionBroken {
 		out = append(out, ErrCleanupRefused)
 	}
 	if e.Cause != nil {
@@ -362,6 +415,19 @@ type planner struct {
 	// by their folder key).
 	kept    *RefSet
 	removed map[string]*RemovedRefs
+	// need: every file a kept version references that must be in the
+	// listings (checkKept); listed: the prefixes sweep listed.
+	need   map[string]*keptFile
+	listed []string
+}
+
+// keptFile is one file kept versions need, and what the listings showed.
+type keptFile struct {
+	size   int64 // recorded size; <= 0: none recorded
+	first  VersionID
+	n      int
+	listed int64 // -1 until listed
+	folder bool
 }
 
 func (pl *planner) refuse(key, reason string, cause error) error {
@@ -385,7 +451,7 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 	if p.KeepLast < 0 {
 		return nil, core.Errorf("lance-cleanup", d.Root, core.ErrInvalidArgument, "KeepLast %d is negative", p.KeepLast)
 	}
-	pl := &planner{d: d, p: p, now: p.now(), window: p.safetyWindow(), kept: NewRefSet(), removed: map[string]*RemovedRefs{}}
+	pl := &planner{d: d, p: p, now: p.now(), window: p.safetyWindow(), kept: NewRefSet(), removed: map[string]*RemovedRefs{}, need: map[string]*keptFile{}}
 	pl.plan = &Plan{Dataset: d.Root, PlannedAt: pl.now, Policy: PlanPolicy{KeepLast: p.KeepLast, SafetyWindow: pl.windowText()}}
 	if !p.OlderThan.IsZero() {
 		t := p.OlderThan
@@ -417,6 +483,9 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 		if err := pl.sweep(ctx, m); err != nil {
 			return nil, err
 		}
+	}
+	if err := pl.checkKept(); err != nil {
+		return nil, err
 	}
 	pl.finish()
 	return pl.plan, nil
@@ -572,6 +641,9 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 		if pv.Keep {
 			pv.Reasons = reasons
 			pl.kept.Add(man.Files()...)
+			if err := pl.needFiles(v.Key, id, man.Files()); err != nil {
+				return err
+			}
 		} else {
 			pv.Reasons = []string{pl.removedReason(man.Timestamp)}
 			for _, f := range man.Files() {
@@ -705,6 +777,7 @@ func (pl *planner) sweep(ctx context.Context, m *member) error {
 	}
 	for _, dir := range managedDirs {
 		prefix := m.ds.Key(dir) + "/"
+		pl.listed = append(pl.listed, prefix)
 		opts := core.ListOptions{Prefix: prefix}
 		for {
 			page, err := pl.d.Store.ListPage(ctx, opts)
@@ -727,6 +800,7 @@ func (pl *planner) sweep(ctx context.Context, m *member) error {
 }
 
 func (pl *planner) consider(m *member, o core.Info, removedManifest map[string]bool) {
+	pl.seen(o)
 	for _, n := range m.nested {
 		// Another branch's folders: its objects all lie in subfolders of
 		// its root, while files directly in it are this member's (branch
@@ -780,6 +854,103 @@ func (pl *planner) consider(m *member, o core.Info, removedManifest map[string]b
 		}
 	}
 	pl.plan.Files = append(pl.plan.Files, f)
+}
+
+// needFiles records the files kept version id (manifest key) references
+// that the listings must show. Transaction files are not required: Lance's
+// own cleanup deletes a kept fork point's, and no read needs them. Index
+// folders are required through the files the manifest lists in them (an
+// index may live in the manifest alone); files outside the family
+// (Outside) cannot be listed and are never deleted.
+func (pl *planner) needFiles(key string, id VersionID, files []FileRef) error {
+	for _, f := range files {
+		if f.Outside || f.Prefix || f.Kind == KindTransaction {
+			continue
+		}
+		kf := pl.need[f.Key]
+		if kf == nil {
+			kf = &keptFile{size: f.Size, first: id, listed: -1}
+			pl.need[f.Key] = kf
+		}
+		kf.n++
+		switch {
+		case f.Size <= 0:
+		case kf.size <= 0:
+			kf.size = f.Size
+		case kf.size != f.Size:
+			return pl.refuse(key, fmt.Sprintf("%s records %q with %d bytes, %s with %d: the manifests disagree about a file a kept version needs",
+				id, f.Key, f.Size, kf.first, kf.size), ErrCorruptManifest)
+		}
+	}
+	return nil
+}
+
+// seen records what the listing shows of the files kept versions need:
+// the object itself, or objects under its key as under a folder (a folder
+// where a file should be).
+func (pl *planner) seen(o core.Info) {
+	if kf := pl.need[o.Key]; kf != nil {
+		kf.listed = o.Size
+		return
+	}
+	for i := strings.LastIndexByte(o.Key, '/'); i > 0; i = strings.LastIndexByte(o.Key[:i], '/') {
+		if kf := pl.need[o.Key[:i]]; kf != nil {
+			kf.folder = true
+			return
+		}
+	}
+}
+
+// checkKept refuses the dataset when a file a kept version needs is not in
+// the listings sweep made, or not with its recorded size: that version is
+// already broken, and what the plan takes for unreferenced may be the file
+// it really needs (a manifest naming a data file with one character
+// changed would have the real file deleted). It reads nothing: the
+// listings are the ones the sweep made. A needed file outside every listed
+// folder is not checked (cleanup deletes nothing there); the plan notes it.
+func (pl *planner) checkKept() error {
+	var broken, unlisted []string
+	for k, kf := range pl.need {
+		switch {
+		case kf.folder && kf.listed < 0, kf.listed >= 0 && kf.size > 0 && kf.listed != kf.size:
+			broken = append(broken, k)
+		case kf.listed >= 0:
+		case pl.underListed(k):
+			broken = append(broken, k)
+		default:
+			unlisted = append(unlisted, k)
+		}
+	}
+	if len(unlisted) > 0 {
+		sort.Strings(unlisted)
+		pl.note("%d file(s) kept versions reference lie outside the folders cleanup lists (first %q) and were not checked; cleanup deletes nothing there", len(unlisted), unlisted[0])
+	}
+	if len(broken) == 0 {
+		pl.need = nil
+		return nil
+	}
+	sort.Strings(broken)
+	k := broken[0]
+	kf := pl.need[k]
+	e := &KeptFileError{Key: k, Version: kf.first, Referencing: kf.n, Recorded: kf.size, Listed: kf.listed, Folder: kf.folder, More: len(broken) - 1}
+	if e.Recorded <= 0 {
+		e.Recorded = -1
+	}
+	for _, v := range pl.plan.Versions {
+		if v.Branch == kf.first.Branch && v.Version == kf.first.Version {
+			e.Reasons = v.Reasons
+		}
+	}
+	return &CleanupError{Dataset: pl.d.Root, Key: k, Err: ErrKeptVersionBroken, Cause: e}
+}
+
+func (pl *planner) underListed(key string) bool {
+	for _, p := range pl.listed {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // finish puts the removed manifests first and sums up.

@@ -289,7 +289,7 @@ func (a *app) inspect(ctx context.Context, uri string, o inspectOptions) error {
 
 // notDataset is the error for a table URI that is not a Lance dataset.
 func notDataset(uri, found string, tables []string) error {
-	msg := fmt.Sprintf("%s is not a Lance dataset: expected a folder with _versions/ holding its manifests (a LanceDB table is <db>/<table>.lance/); %s", uri, found)
+	msg := fmt.Sprintf("%s is not a Lance dataset: expected a folder with _versions/ holding its manifests (a LanceDB table is <db>/<table>.lance/); %s", showURI(uri), found)
 	if len(tables) > 0 {
 		more := ""
 		if len(tables) > 5 {
@@ -325,7 +325,8 @@ func checkLocalDataset(uri, dir string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return notDataset(uri, "it does not exist", nil)
 	case err != nil:
-		return err
+		// Not the *PathError itself: it would repeat the path in full.
+		return fmt.Errorf("cannot read %s: %w", showURI(uri), errors.Unwrap(err))
 	case !st.IsDir():
 		return notDataset(uri, "it is a file, not a folder", nil)
 	}

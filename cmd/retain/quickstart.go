@@ -35,7 +35,7 @@ checked: a failed check exits 1, so quickstart doubles as a smoke test.`,
 				if errors.Is(err, quickstart.ErrDirNotEmpty) {
 					return usageError{err}
 				}
-				return err
+				return capPathError(err)
 			}
 			ctx := cmd.Context()
 			s, loc, err := a.openStore(ctx, dir)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -62,4 +63,24 @@ func capEchoes(msg string) string {
 		}
 	}
 	return strings.Join(words, " ")
+}
+
+// showURI renders a store or table URI the user gave for a message: whole
+// while it could name a real store (no key is longer than core.MaxKeyBytes),
+// capped like core.Quote beyond that.
+func showURI(uri string) string {
+	if len(uri) <= core.MaxKeyBytes {
+		return uri
+	}
+	return core.Quote(uri)
+}
+
+// capPathError keeps an *fs.PathError's operation and cause but caps its
+// path: the os package repeats a path as given, however long.
+func capPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && len(pe.Path) > core.MaxKeyBytes {
+		return fmt.Errorf("%s %s: %w", pe.Op, core.Quote(pe.Path), pe.Err)
+	}
+	return err
 }

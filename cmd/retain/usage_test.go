@@ -31,3 +31,33 @@ func TestUnknownSubcommandExits2WithSuggestion(t *testing.T) {
 		t.Errorf("bare group: exit %d %s %s", code, out, errs)
 	}
 }
+
+// A pasted 20 KB name, key or URI is repeated in an error as its first 64
+// bytes and its length, whichever command and check refuses it.
+func TestEchoedInputIsCapped(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Repeat("a", 20000)
+	for _, args := range [][]string{
+		{long},
+		{"checkpoint", long},
+		{"--" + long},
+		{"checkpoint", "create", long, dir},
+		{"checkpoint", "show", long, dir},
+		{"checkpoint", "delete", long, dir},
+		{"branch", "delete", long, dir},
+		{"inspect", "--branch", long + "+", dir},
+		{"tag", "create", dir + "/t.lance", "v1", "--meta", long},
+		{"tag", "list", dir + "/t.lance", "--filter", long},
+		{"cleanup", "run", dir, "--abandon", long},
+		{"tag", "create", long, "v1"},
+		{"inspect", long},
+		{"claim", "status", "file:///" + long},
+		{"claim", "status", "s3://" + long},
+		{"quickstart", dir + "/" + long},
+	} {
+		_, errs, code := retain(t, args...)
+		if code == 0 || len(errs) > 600 || !strings.Contains(errs, "bytes)") {
+			t.Errorf("%.40q…: exit %d, %d bytes of stderr: %.300s", args, code, len(errs), errs)
+		}
+	}
+}

@@ -343,7 +343,7 @@ func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *
 			where = fmt.Sprintf("in table %s of store %s", tables[0], store)
 		}
 		return nil, &core.Error{Op: "branch-delete", Key: name, Kind: core.ErrNotFound, Err: lance.ErrBranchNotFound,
-			Msg: fmt.Sprintf("branch %q exists %s (no branch file, and no files of its own under tree/%s/)", name, where, name)}
+			Msg: fmt.Sprintf("branch %s exists %s (no branch file, and no files of its own in its tree/ folder)", core.Quote(name), where)}
 	}
 	_, snap, err := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)}).Head(ctx)
 	if err != nil {

@@ -94,7 +94,7 @@ type Error struct {
 func (e *Error) Error() string {
 	s := e.Op
 	if e.Key != "" {
-		s += fmt.Sprintf(" %q", e.Key)
+		s += " " + core.Quote(e.Key)
 	}
 	s += ": " + e.Err.Error()
 	if e.Msg != "" {

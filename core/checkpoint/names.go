@@ -41,7 +41,7 @@ type NameError struct {
 }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("invalid checkpoint name %q: %s (rule %s)", e.Name, e.Detail, e.Rule)
+	return fmt.Sprintf("invalid checkpoint name %s: %s (rule %s)", core.Quote(e.Name), e.Detail, e.Rule)
 }
 
 // Unwrap matches ErrInvalidName and core.ErrInvalidArgument.

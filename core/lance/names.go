@@ -22,7 +22,7 @@ type NameError struct {
 }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("invalid Lance %s name %q: %s", e.Ref, e.Name, e.Rule)
+	return fmt.Sprintf("invalid Lance %s name %s: %s", e.Ref, core.Quote(e.Name), e.Rule)
 }
 
 // Unwrap lets errors.Is match both ErrInvalidName and core.ErrInvalidArgument.
@@ -123,7 +123,7 @@ func ValidateBranchName(name string) error {
 	}
 	for _, seg := range strings.Split(name, "/") {
 		if r, i, ok := badRune(seg); ok {
-			return bad("character %s in segment %q at byte %d: only letters, digits, '.', '-' and '_' are allowed", r, seg, i)
+			return bad("character %s in segment %s at byte %d: only letters, digits, '.', '-' and '_' are allowed", r, core.Quote(seg), i)
 		}
 		if seg == "." {
 			// Lance's path parser refuses a "." segment under tree/.

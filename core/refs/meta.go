@@ -26,7 +26,7 @@ func ParseMeta(kvs []string) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok || k == "":
-			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata is written key=value, got %q", kv)
+			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata is written key=value, got %s", core.Quote(kv))
 		case strings.HasPrefix(k, ReservedPrefix):
 			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata keys beginning %q are reserved for retain", ReservedPrefix)
 		}
@@ -48,7 +48,7 @@ func ParseFilter(kvs []string) (Filter, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, core.Errorf("filter", kv, core.ErrInvalidArgument, "a filter is written key=value, got %q", kv)
+			return nil, core.Errorf("filter", kv, core.ErrInvalidArgument, "a filter is written key=value, got %s", core.Quote(kv))
 		}
 		if old, dup := f[k]; dup && old != v {
 			return nil, core.Errorf("filter", kv, core.ErrInvalidArgument, "filter key %q given twice with different values: nothing can match", k)

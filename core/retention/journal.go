@@ -80,6 +80,10 @@ const (
 	TableStale TableState = "stale"
 	// TableSkipped: nothing to plan (no manifest).
 	TableSkipped TableState = "skipped"
+	// TableRefused: the table's cleanup was refused at planning (a kept
+	// version of it is broken, TableRefusedError): nothing of it was
+	// planned or deleted. Terminal: the next run plans it again.
+	TableRefused TableState = "refused"
 )
 
 // Journal is the durable record of one cleanup run.
@@ -206,7 +210,7 @@ func ReadJournal(ctx context.Context, s *core.Store, op string) (*Journal, strin
 // checkOp refuses an operation id that is not one path segment.
 func checkOp(op string) error {
 	if op == "" || strings.ContainsAny(op, "/\\") || op == "." || op == ".." || len(op) > 200 {
-		return core.Errorf("cleanup-journal", op, core.ErrInvalidArgument, "%q is not a cleanup operation id (see `retain cleanup runs`)", op)
+		return core.Errorf("cleanup-journal", op, core.ErrInvalidArgument, "%s is not a cleanup operation id (see `retain status STORE` for the unfinished runs)", core.Quote(op))
 	}
 	return nil
 }

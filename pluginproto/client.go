@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,8 +36,10 @@ type LaunchConfig struct {
 	// Env entries are added to the host's environment; they win over it.
 	Env []string
 	// SHA256 is the binary's expected digest in hex. The binary is refused
-	// unless it matches. Empty means no check: only for the binary retain
-	// itself is (bundled adapters).
+	// unless it matches, and what runs is a private image of exactly the
+	// bytes that were hashed, never the path read again (see verify.go).
+	// Empty means no check: only for the binary retain itself is (bundled
+	// adapters).
 	SHA256 string
 	// Location is the store to open.
 	Location core.Location
@@ -49,6 +52,9 @@ type LaunchConfig struct {
 	// noPdeathsig leaves the kernel's parent-death signal off, so a test
 	// can prove the plugin's own parent watch.
 	noPdeathsig bool
+	// noMemfd verifies into a copy on disk even where a memfd would do,
+	// so a test can prove that path on Linux.
+	noMemfd bool
 }
 
 // Client is the host half: a core.Driver whose calls run in a plugin
@@ -58,6 +64,7 @@ type Client struct {
 	gp      *plugin.Client
 	rpc     pb.StorageClient
 	exited  context.Context // ends when the plugin process has exited
+	img     *verifiedImage  // the verified image it runs from, if any
 	closed  atomic.Bool
 	// readOnly: the host asked for a read-only open. Capabilities then
 	// always declare read-only, even from a plugin that predates the field,
@@ -117,9 +124,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: cmd.Err,
 			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", cfg.Path, name)}
 	}
-	if _, err := os.Stat(cmd.Path); err != nil {
+	path := cmd.Path // as found on $PATH
+	if _, err := os.Stat(path); err != nil {
 		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: err,
-			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", cmd.Path, name)}
+			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", path, name)}
 	}
 
 	logger := cfg.Logger
@@ -128,9 +136,8 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	}
 	// The host's environment, then the plugin's log level, then cfg.Env:
 	// the last entry for a name wins. (go-plugin adds its own after.)
-	cmd.Env = append(os.Environ(), envLogLevel+"="+logger.GetLevel().String())
-	cmd.Env = append(cmd.Env, cfg.Env...)
-	setProcAttr(cmd, !cfg.noPdeathsig)
+	env := append(os.Environ(), envLogLevel+"="+logger.GetLevel().String())
+	env = append(env, cfg.Env...)
 
 	timeout := cfg.StartTimeout
 	if timeout <= 0 {
@@ -140,30 +147,106 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		timeout = min(timeout, time.Until(dl))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, launchCtxError(name, cfg.Path, err)
+		return nil, launchCtxError(name, path, err)
 	}
 	if timeout <= 0 {
-		return nil, launchCtxError(name, cfg.Path, context.DeadlineExceeded)
+		return nil, launchCtxError(name, path, context.DeadlineExceeded)
 	}
 
-	var secure *plugin.SecureConfig
-	if checksum != nil {
-		secure = &plugin.SecureConfig{Checksum: checksum, Hash: sha256.New()}
+	// With a digest, what runs is the image whose bytes were hashed, never
+	// the path again (see verify.go).
+	var img *verifiedImage
+	noMemfd := cfg.noMemfd
+	verify := func() error {
+		if checksum == nil {
+			return nil
+		}
+		var err error
+		img, err = verifyImage(path, checksum, noMemfd)
+		var de *errDigest
+		switch {
+		case errors.As(err, &de):
+			return digestError(name, path, hex.EncodeToString(checksum), de.actual)
+		case err != nil:
+			return &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: err,
+				Msg: fmt.Sprintf("cannot read plugin %s for adapter %q to check its SHA-256", path, name)}
+		}
+		return nil
 	}
-	gp := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  handshake,
-		VersionedPlugins: hostPlugins(),
-		Cmd:              cmd,
-		SkipHostEnv:      true, // cmd.Env already holds it, below cfg.Env
-		SecureConfig:     secure,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		AutoMTLS:         true,
-		Logger:           logger,
-		StartTimeout:     timeout,
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
-	})
+	if err := verify(); err != nil {
+		return nil, err
+	}
 
+	var (
+		gp  *plugin.Client
+		d   *dispensed
+		err error
+	)
+	for attempt := 0; ; attempt++ {
+		cmd := exec.Command(path, cfg.Args...)
+		if img != nil {
+			cmd.Path = img.path
+			cmd.Args[0] = path
+			cmd.ExtraFiles = img.extraFiles
+		}
+		cmd.Env = env
+		setProcAttr(cmd, !cfg.noPdeathsig)
+		gp = plugin.NewClient(&plugin.ClientConfig{
+			HandshakeConfig:  handshake,
+			VersionedPlugins: hostPlugins(),
+			Cmd:              cmd,
+			SkipHostEnv:      true, // cmd.Env already holds it, below cfg.Env
+			AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+			AutoMTLS:         true,
+			Logger:           logger,
+			StartTimeout:     timeout,
+			GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+				grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
+		})
+		d, err = dispense(ctx, gp, img)
+		if err == nil {
+			img.started()
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, launchCtxError(name, path, ctx.Err()) // dispense cleans up
+		}
+		gp.Kill()
+		var pe *fs.PathError
+		execFailed := errors.As(err, &pe) && pe.Op == "fork/exec"
+		switch {
+		case execFailed && isTextBusy(err) && attempt < 5:
+			// A fork elsewhere in this process briefly held the image
+			// open for writing; it lets go when that child execs.
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			continue
+		case execFailed && img != nil && img.memfd && errors.Is(err, fs.ErrPermission):
+			// This system refuses to execute memfds (a security
+			// policy): verify again into a copy on disk.
+			img.release()
+			noMemfd = true
+			if verr := verify(); verr != nil {
+				return nil, verr
+			}
+			continue
+		}
+		img.release()
+		return nil, launchError(name, path, err)
+	}
+
+	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, img: img, readOnly: cfg.Location.ReadOnly}
+	if _, err := c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)}); err != nil {
+		err = c.convertErr(ctx, "open", "", err)
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// dispense waits for go-plugin to start the plugin and hand over the
+// storage client. If ctx ends first it returns at once; the plugin is then
+// killed and img released as soon as go-plugin gives up on it.
+func dispense(ctx context.Context, gp *plugin.Client, img *verifiedImage) (*dispensed, error) {
 	type result struct {
 		d   *dispensed
 		err error
@@ -182,26 +265,13 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		}
 		ch <- result{d: raw.(*dispensed)}
 	}()
-	var d *dispensed
 	select {
 	case <-ctx.Done():
-		go func() { <-ch; gp.Kill() }()
-		return nil, launchCtxError(name, cfg.Path, ctx.Err())
+		go func() { <-ch; gp.Kill(); img.release() }()
+		return nil, ctx.Err()
 	case r := <-ch:
-		if r.err != nil {
-			gp.Kill()
-			return nil, launchError(name, cmd.Path, hex.EncodeToString(checksum), r.err)
-		}
-		d = r.d
+		return r.d, r.err
 	}
-
-	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, readOnly: cfg.Location.ReadOnly}
-	if _, err := c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)}); err != nil {
-		err = c.convertErr(ctx, "open", "", err)
-		gp.Kill()
-		return nil, err
-	}
-	return c, nil
 }
 
 func launchCtxError(name, path string, cerr error) error {
@@ -217,23 +287,10 @@ var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 // matches its messages to say what went wrong; the version test pins the
 // text of the go-plugin release in go.mod. An unmatched message still
 // fails the launch (ErrUnavailable), it only loses the better explanation.
-func launchError(name, path, expected string, err error) error {
+func launchError(name, path string, err error) error {
 	const op = "launch"
 	msg := err.Error()
 	switch {
-	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
-		actual := "unreadable"
-		if f, ferr := os.Open(path); ferr == nil {
-			h := sha256.New()
-			if _, ferr := io.Copy(h, f); ferr == nil {
-				actual = hex.EncodeToString(h.Sum(nil))
-			}
-			f.Close()
-		}
-		return &core.Error{Op: op, Kind: core.ErrPermissionDenied, Err: err, Msg: fmt.Sprintf(
-			"refusing to run plugin %s for adapter %q: its SHA-256 does not match: expected %s, actual %s "+
-				"(reinstall the plugin, or record the new digest if you trust this binary)",
-			path, name, expected, actual)}
 	case strings.Contains(msg, "incompatible API version"):
 		pv := "unknown"
 		if m := pluginVersionRE.FindStringSubmatch(msg); m != nil {
@@ -286,6 +343,7 @@ func (c *Client) Close() error {
 	if c.gp != nil {
 		c.gp.Kill()
 	}
+	c.img.release()
 	return nil
 }
 

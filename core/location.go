@@ -58,6 +58,11 @@ func ParseLocation(s string) (Location, error) {
 	if err != nil {
 		return bad("not a URI: %v", err)
 	}
+	// A fragment names no part of a store: dropping it silently would open
+	// another store than the one written.
+	if strings.Contains(s, "#") {
+		return bad("'#' begins a URI fragment, which names no part of a store: remove it, or write %%23 for a '#' in a path or option")
+	}
 	loc := Location{Scheme: strings.ToLower(u.Scheme)}
 	if q := u.Query(); len(q) > 0 {
 		loc.Options = map[string]string{}

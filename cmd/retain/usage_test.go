@@ -61,3 +61,14 @@ func TestEchoedInputIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// `file://STORE#frag` is refused (exit 2), not opened as STORE.
+func TestStoreURIFragmentRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, uri := range []string{"file://" + dir + "#frag", "file://" + dir + "/t.lance#v3"} {
+		out, errs, code := retain(t, "claim", "status", uri)
+		if code != 2 || !strings.Contains(errs, "fragment") {
+			t.Errorf("%s: exit %d %s %s", uri, code, out, errs)
+		}
+	}
+}

@@ -205,7 +205,9 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	popts := protocol.Options{Actor: o.Actor, Scope: scope}
 	conflicted := map[string]string{}
 	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err != nil {
-		if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || rep.Reconcile == nil {
+		// Lost authority is never isolated to a table: the registry that
+		// would justify any deletion is in doubt.
+		if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || errors.Is(err, protocol.ErrAuthorityLost) || rep.Reconcile == nil {
 			first := ""
 			if rep.Reconcile != nil && len(rep.Reconcile.Conflicts) > 0 {
 				c := rep.Reconcile.Conflicts[0]

@@ -460,15 +460,23 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 	}
 	failpoint.Hit(FPCreateAfterSidecar)
 	rds := registryDataset(s)
+	// rollback deletes the sidecar only once every tag is gone: a tag left
+	// without its sidecar would be a pin nothing explains, which reconcile
+	// keeps and reports as lost authority rather than reclaim.
 	rollback := func() {
 		rctx := context.WithoutCancel(ctx)
+		var failed error
 		for _, ct := range tables {
-			if ds, err := lance.Open(s, ct.Path); err == nil {
-				_ = deleteTag(rctx, ds, ct.Tag)
+			ds, err := lance.Open(s, ct.Path)
+			if err == nil {
+				err = deleteTag(rctx, ds, ct.Tag)
 			}
+			failed = errors.Join(failed, err)
 		}
-		_ = deleteTag(rctx, rds, regTag)
-		_ = s.Delete(rctx, SidecarKey(op), core.DeleteOptions{})
+		failed = errors.Join(failed, deleteTag(rctx, rds, regTag))
+		if failed == nil {
+			_ = s.Delete(rctx, SidecarKey(op), core.DeleteOptions{})
+		}
 	}
 	// Tags, idempotently: table pins, then the registry pin.
 	for i, ct := range tables {

@@ -79,6 +79,9 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		if err := reconcile(ctx, s, reg, o.scope(loc), pre); err != nil {
 			return err
 		}
+		if authorityLost(pre) {
+			return refusal("delete", nameOrID, ErrAuthorityLost, "the reconcile run before deleting found pins no intact registry record explains; nothing was deleted", authorityError(pre))
+		}
 		if len(pre.Conflicts) > 0 {
 			return errorf("delete", nameOrID, ErrConflicts,
 				"the reconcile run before deleting found %d conflict(s); nothing was deleted: run `retain reconcile` to see them", len(pre.Conflicts))

@@ -33,6 +33,11 @@ var (
 	// ErrConflicts: reconcile found conflicts it left untouched (kind
 	// core.ErrPreconditionFailed); the report lists them.
 	ErrConflicts = errors.New("reconcile found conflicts")
+	// ErrAuthorityLost: pins exist that no intact registry record explains
+	// (the registry lost or rewrote history); nothing was reclaimed or
+	// deleted (kind core.ErrPreconditionFailed). The way out is
+	// `retain registry recover` (RecoverHint).
+	ErrAuthorityLost = errors.New("checkpoint authority lost or rewritten")
 )
 
 var kindOf = map[error]core.Kind{
@@ -42,6 +47,7 @@ var kindOf = map[error]core.Kind{
 	ErrNoTables:      core.ErrNotFound,
 	ErrMissingTarget: core.ErrNotFound,
 	ErrConflicts:     core.ErrPreconditionFailed,
+	ErrAuthorityLost: core.ErrPreconditionFailed,
 }
 
 // Error is a protocol refusal: checkpoint's error type, with the kind of

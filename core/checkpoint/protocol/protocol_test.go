@@ -104,8 +104,16 @@ func TestReconcileRepairsAndReclaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A deleted pin, a deleted registry pin, an orphan ogcp_ tag, an
-	// unparseable reserved tag.
+	// A deleted checkpoint "b" whose pins are reclaimed only by reconcile.
+	b, err := Create(bg, s, loc, "b", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(bg, s, loc, "b"); err != nil {
+		t.Fatal(err)
+	}
+	// A deleted pin, a deleted registry pin, a leftover pin of the deleted
+	// checkpoint, an unparseable reserved tag.
 	ds, _ := lance.Open(s, "branch-tag.lance")
 	for _, ct := range c.Tables {
 		if ct.Path == "branch-tag.lance" {
@@ -117,7 +125,7 @@ func TestReconcileRepairsAndReclaims(t *testing.T) {
 	if err := registryDataset(s).DeleteTag(bg, c.RegistryPinTag, ""); err != nil {
 		t.Fatal(err)
 	}
-	orphan := checkpoint.PinTagPrefix(checkpoint.NewID()) + "t_" + "0000000000000000000000000000000000000000000000000000000000000000"
+	orphan := checkpoint.PinTagPrefix(b.ID) + "t_" + "0000000000000000000000000000000000000000000000000000000000000000"
 	if _, err := ds.CreateTag(bg, orphan, 2, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -156,8 +164,16 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	gone, err := Create(bg, s, loc, "gone", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(bg, s, loc, "gone"); err != nil {
+		t.Fatal(err)
+	}
 	// Recreate the table (same versions, other commits), without tags,
-	// then add an orphan pin there.
+	// then add a reclaimable leftover pin (of the deleted checkpoint)
+	// there.
 	tbl := filepath.Join(dir, "v2-appends.lance")
 	if err := os.RemoveAll(tbl); err != nil {
 		t.Fatal(err)
@@ -166,7 +182,7 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds, _ := lance.Open(s, "v2-appends.lance")
-	orphan := checkpoint.PinTagPrefix(checkpoint.NewID()) + "t_" + "1111111111111111111111111111111111111111111111111111111111111111"
+	orphan := checkpoint.PinTagPrefix(gone.ID) + "t_" + "1111111111111111111111111111111111111111111111111111111111111111"
 	if _, err := ds.CreateTag(bg, orphan, 1, nil); err != nil {
 		t.Fatal(err)
 	}

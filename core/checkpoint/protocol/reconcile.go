@@ -39,6 +39,13 @@ const (
 	ConflictMalformedTag       = "malformed-tag"       // a tag file that cannot be read
 	ConflictSidecar            = "sidecar"             // a sidecar that cannot be read or resolved
 	ConflictRegistryVersion    = "registry-version"    // a live checkpoint's registry version is missing
+	// ConflictAuthority: a pin no intact registry record explains (its
+	// checkpoint unknown to the registry, live but without a row naming
+	// it, or a create whose commit the registry no longer shows). It is
+	// never reclaimed, and while one exists nothing is reclaimed anywhere
+	// in the store: the registry that would justify any deletion is in
+	// doubt. `retain registry recover` rebuilds the checkpoints.
+	ConflictAuthority = "authority-lost"
 )
 
 // PinEvent is one tag reconcile repaired or reclaimed.
@@ -107,10 +114,7 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 	if err != nil {
 		return rep, err
 	}
-	if len(rep.Conflicts) > 0 {
-		return rep, errorf("reconcile", "", ErrConflicts, "%d conflict(s) left untouched: see the report", len(rep.Conflicts))
-	}
-	return rep, nil
+	return rep, conflictsError(rep)
 }
 
 // ReconcileHeld runs reconcile under a claim the caller already holds
@@ -124,67 +128,58 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Loca
 	if err != nil {
 		return rep, err
 	}
-	if len(rep.Conflicts) > 0 {
-		return rep, errorf("reconcile", "", ErrConflicts, "%d conflict(s) left untouched: see the report", len(rep.Conflicts))
-	}
-	return rep, nil
+	return rep, conflictsError(rep)
 }
 
+// reconcile reads everything first and decides (sidecars, the pins live
+// checkpoints need, every reserved tag in the store); only when nothing
+// puts the registry's authority in doubt does it act: sidecars, repairs,
+// reclaims, in that order. A store whose authority is in doubt is left
+// exactly as it was.
 func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report) error {
 	v, snap, err := reg.Head(ctx)
 	if err != nil {
 		return err
 	}
 	rep.RegistryVersion = v
-	// In flight: under the claim no create runs, so every sidecar belongs
-	// to a create that died. Sidecars we cannot resolve keep their tags.
+	rds := registryDataset(s)
+
+	// Sidecars: under the claim no create runs, so every sidecar belongs
+	// to a create that died. A rollback needs positive evidence that the
+	// commit never landed (judgeSidecar); sidecars that cannot be read or
+	// resolved keep their tags (in flight).
 	inFlight := map[checkpoint.ID]bool{}
+	rolledBack := map[checkpoint.ID]bool{}
+	type sidecarAction struct {
+		key     string
+		sc      *Sidecar
+		outcome string
+	}
+	var sidecars []sidecarAction
 	keys, err := listSidecars(ctx, s)
 	if err != nil {
 		return err
 	}
-	rds := registryDataset(s)
 	for _, key := range keys {
 		sc, err := readSidecar(ctx, s, key)
 		if err != nil {
 			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictSidecar, Path: key, Detail: err.Error()})
 			continue
 		}
-		res := SidecarResult{OperationID: sc.OperationID, CheckpointID: sc.CheckpointID, Name: sc.Name}
-		if _, err := snap.ByID(sc.CheckpointID); err == nil {
-			res.Outcome = SidecarFinished
-		} else {
-			res.Outcome = SidecarRolledBack
-			failed := false
-			for _, p := range sc.Tables {
-				ds, err := lance.Open(s, p.Pin.Path)
-				if err == nil {
-					err = deleteTag(ctx, ds, p.Tag)
-				}
-				if err != nil {
-					failed = true
-					rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictSidecar, Path: p.Pin.Path, Tag: p.Tag, Detail: err.Error()})
-					continue
-				}
-				res.TagsDeleted = append(res.TagsDeleted, p.Pin.Path+":"+p.Tag)
-			}
-			if err := deleteTag(ctx, rds, sc.RegistryPinTag); err != nil {
-				failed = true
-				rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictSidecar, Path: checkpoint.RegistryPath, Tag: sc.RegistryPinTag, Detail: err.Error()})
-			} else {
-				res.TagsDeleted = append(res.TagsDeleted, checkpoint.RegistryPath+":"+sc.RegistryPinTag)
-			}
-			if failed {
-				inFlight[sc.CheckpointID] = true
-				continue // keep the sidecar: it still explains what is left
-			}
-		}
-		if err := s.Delete(ctx, key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+		outcome, detail, err := judgeSidecar(ctx, reg, v, snap, sc)
+		if err != nil {
 			return err
 		}
-		rep.Sidecars = append(rep.Sidecars, res)
+		switch outcome {
+		case SidecarRolledBack:
+			rolledBack[sc.CheckpointID] = true
+		case "":
+			inFlight[sc.CheckpointID] = true
+			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: key, Detail: detail})
+			continue
+		}
+		sidecars = append(sidecars, sidecarAction{key: key, sc: sc, outcome: outcome})
 	}
-	failpoint.Hit(FPReconcileAfterSidecars)
 
 	paths, err := DiscoverTables(ctx, s)
 	if err != nil {
@@ -203,20 +198,26 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 		}
 		explained[root][tag] = true
 	}
-	conflicted := map[string]bool{}
-	conflict := func(c Conflict) {
-		rep.Conflicts = append(rep.Conflicts, c)
-		if c.Path != "" {
-			conflicted[c.Path] = true
-		}
+	type registryRepair struct {
+		cp checkpoint.Checkpoint
+		rp PinHealth
 	}
+	var regPins []registryRepair
+	type rowRepair struct {
+		cp  checkpoint.Checkpoint
+		row checkpoint.Row
+		tag string
+	}
+	var rows []rowRepair
 	for _, cp := range snap.Live() {
 		rp, err := registryPin(ctx, reg, cp)
 		if err != nil {
 			return err
 		}
 		if rp.Tag == "" {
-			conflict(Conflict{Kind: ConflictRegistryVersion, Detail: fmt.Sprintf("checkpoint %s (%s): %s", cp.ID, cp.Name, rp.Detail)})
+			// The version that published a live checkpoint is gone: the
+			// registry lost part of its history.
+			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: fmt.Sprintf("checkpoint %s (%s): %s", cp.ID, cp.Name, rp.Detail)})
 			// Keep every registry pin of it: nothing explains which.
 			names, _ := tagsWithPrefix(ctx, rds, checkpoint.PinTagPrefix(cp.ID))
 			for _, n := range names {
@@ -224,16 +225,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 			}
 		} else {
 			explain(checkpoint.RegistryPath, rp.Tag)
-			ref, _ := checkpoint.ParseRef(rp.PhysicalRef)
-			if st, detail := tagHealth(ctx, rds, rp); st == PinMissing {
-				if err := ensureRegistryTag(ctx, rds, rp.Tag, ref); err != nil {
-					conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: rp.Tag, Detail: err.Error()})
-				} else {
-					rep.Repaired = append(rep.Repaired, PinEvent{Path: checkpoint.RegistryPath, Tag: rp.Tag, CheckpointID: cp.ID, Name: cp.Name, Branch: checkpoint.MainBranch, Version: rp.Version})
-				}
-			} else if st != PinOK {
-				conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: rp.Tag, Detail: detail})
-			}
+			regPins = append(regPins, registryRepair{cp: cp, rp: rp})
 		}
 		for _, r := range cp.Rows {
 			tag, err := checkpoint.TablePinTag(cp.ID, r.Pin)
@@ -241,23 +233,16 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 				return err
 			}
 			explain(r.Path, tag)
-			if !present[r.Path] {
-				conflict(Conflict{Kind: ConflictTableMissing, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone", cp.ID, cp.Name, r.Path, r.Version)})
-				continue
-			}
-			if c := repairRow(ctx, s, cp, r, tag, rep); c != nil {
-				conflict(*c)
-			}
+			rows = append(rows, rowRepair{cp: cp, row: r, tag: tag})
 		}
 	}
-	failpoint.Hit(FPReconcileAfterRepair)
 
-	// Reclaim: every ogcp_ tag no live checkpoint or unresolved sidecar
-	// explains. Tables with a conflict are left alone.
+	// Every reserved tag that no live checkpoint or unresolved sidecar
+	// explains: reclaimable only with positive evidence (judgeTag). One
+	// pin the registry cannot account for puts every deletion in doubt.
+	var reclaims []reclaim
+	unreadable := map[string]bool{}
 	for _, root := range append([]string{checkpoint.RegistryPath}, paths...) {
-		if conflicted[root] {
-			continue
-		}
 		ds, err := lance.Open(s, root)
 		if err != nil {
 			return err
@@ -268,6 +253,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 			for _, k := range mal.Keys() {
 				rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictMalformedTag, Path: root, Tag: k, Detail: "unreadable tag file; reconcile does not reclaim on a table it cannot fully read"})
 			}
+			unreadable[root] = true
 			continue
 		} else if errors.Is(err, core.ErrNotFound) {
 			continue
@@ -286,24 +272,85 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 			if inFlight[pt.CheckpointID] {
 				continue
 			}
-			ifVersion := ""
-			if s.Require(core.FeatureDeleteIfVersion, scope) == nil {
-				ifVersion = t.Info.Version
-			}
-			if err := ds.DeleteTag(ctx, t.Name, ifVersion); err != nil && !errors.Is(err, lance.ErrTagNotFound) {
-				rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: root, Tag: t.Name, Detail: err.Error()})
+			why, c := judgeTag(snap, rolledBack, root, t, pt)
+			if c != nil {
+				rep.Conflicts = append(rep.Conflicts, *c)
 				continue
 			}
-			why := "no live checkpoint or in-flight create names it"
-			if c, err := snap.ByID(pt.CheckpointID); err == nil && c.State == checkpoint.Tombstoned {
-				why = "its checkpoint is deleted"
-			}
-			b := t.Branch
-			if b == "" {
-				b = checkpoint.MainBranch
-			}
-			rep.Reclaimed = append(rep.Reclaimed, PinEvent{Path: root, Tag: t.Name, CheckpointID: pt.CheckpointID, Branch: b, Version: t.Version, Why: why})
+			reclaims = append(reclaims, reclaim{ds: ds, root: root, tag: t, id: pt.CheckpointID, why: why})
 		}
+	}
+	if authorityLost(rep) {
+		return nil // touch nothing: conflictsError names the way out
+	}
+
+	// Act. Sidecars first.
+	rolledBackTags := map[string]bool{} // "root:tag", deleted with their sidecar
+	for _, a := range sidecars {
+		res := SidecarResult{OperationID: a.sc.OperationID, CheckpointID: a.sc.CheckpointID, Name: a.sc.Name, Outcome: a.outcome}
+		if a.outcome == SidecarRolledBack {
+			tags, ok := rollBackSidecar(ctx, s, rds, a.sc, rep)
+			if !ok {
+				delete(rolledBack, a.sc.CheckpointID)
+				inFlight[a.sc.CheckpointID] = true
+				continue // keep the sidecar: it still explains what is left
+			}
+			res.TagsDeleted = tags
+			for _, t := range tags {
+				rolledBackTags[t] = true
+			}
+		}
+		if err := s.Delete(ctx, a.key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		rep.Sidecars = append(rep.Sidecars, res)
+	}
+	failpoint.Hit(FPReconcileAfterSidecars)
+
+	conflicted := map[string]bool{}
+	conflict := func(c Conflict) {
+		rep.Conflicts = append(rep.Conflicts, c)
+		if c.Path != "" {
+			conflicted[c.Path] = true
+		}
+	}
+	for _, r := range regPins {
+		ref, _ := checkpoint.ParseRef(r.rp.PhysicalRef)
+		if st, detail := tagHealth(ctx, rds, r.rp); st == PinMissing {
+			if err := ensureRegistryTag(ctx, rds, r.rp.Tag, ref); err != nil {
+				conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()})
+			} else {
+				rep.Repaired = append(rep.Repaired, PinEvent{Path: checkpoint.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: checkpoint.MainBranch, Version: r.rp.Version})
+			}
+		} else if st != PinOK {
+			conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: detail})
+		}
+	}
+	for _, r := range rows {
+		if !present[r.row.Path] {
+			conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version)})
+			continue
+		}
+		if c := repairRow(ctx, s, r.cp, r.row, r.tag, rep); c != nil {
+			conflict(*c)
+		}
+	}
+	failpoint.Hit(FPReconcileAfterRepair)
+
+	// Reclaim. Tables with a conflict are left alone.
+	for _, rc := range reclaims {
+		if conflicted[rc.root] || unreadable[rc.root] || inFlight[rc.id] || rolledBackTags[rc.root+":"+rc.tag.Name] {
+			continue
+		}
+		ifVersion := ""
+		if s.Require(core.FeatureDeleteIfVersion, scope) == nil {
+			ifVersion = rc.tag.Info.Version
+		}
+		if err := rc.ds.DeleteTag(ctx, rc.tag.Name, ifVersion); err != nil && !errors.Is(err, lance.ErrTagNotFound) {
+			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: err.Error()})
+			continue
+		}
+		rep.Reclaimed = append(rep.Reclaimed, PinEvent{Path: rc.root, Tag: rc.tag.Name, CheckpointID: rc.id, Branch: branchOf(rc.tag), Version: rc.tag.Version, Why: rc.why})
 	}
 	failpoint.Hit(FPReconcileAfterReclaim)
 	return nil

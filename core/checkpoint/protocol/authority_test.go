@@ -1,0 +1,197 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/lance"
+)
+
+// authorityStore builds the store every damage case starts from: a
+// checkpoint "gone" created and deleted (registry versions 1, 2), then
+// "a" (3) and "b" (4), plus one leftover pin of "gone" that an intact
+// registry reclaims. It returns the live checkpoints and the leftover.
+func authorityStore(t *testing.T, pe *proofEnv) (*proofStore, map[string]Info, string) {
+	t.Helper()
+	ps := pe.store(t)
+	gone := mustCreate(t, ps, "gone")
+	if _, err := Delete(bg, ps.s, ps.loc, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, ps, "a")
+	mustCreate(t, ps, "b")
+	ds, _ := lance.Open(ps.s, "v2-appends.lance")
+	leftover := checkpoint.PinTagPrefix(gone.ID) + "t_" + "2222222222222222222222222222222222222222222222222222222222222222"
+	if _, err := ds.CreateTag(bg, leftover, 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	live, _ := livePins(t, ps, false)
+	return ps, live, "v2-appends.lance:" + leftover
+}
+
+// headJSON reads registry version v as a generic JSON object.
+func versionJSON(t *testing.T, s *core.Store, v checkpoint.Version) map[string]any {
+	t.Helper()
+	b, _, err := s.ReadAll(bg, checkpoint.VersionKey(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func writeVersionJSON(t *testing.T, s *core.Store, v checkpoint.Version, m map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBytes(bg, checkpoint.VersionKey(v), append(b, '\n'), core.PutOptions{Mode: core.PutOverwrite}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowsOf returns the indexes of the rows of checkpoint id in m.
+func rowsOf(m map[string]any, id checkpoint.ID) []int {
+	var out []int
+	for i, r := range m["rows"].([]any) {
+		if r.(map[string]any)["checkpoint_id"] == string(id) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// registryDamages are issue 13's items 1–4, each as the operator (or a
+// lifecycle rule, a bad restore, a bit flip) did it. Version 3 published
+// "a", version 4 (the head) published "b".
+var registryDamages = []struct {
+	name   string
+	damage func(t *testing.T, ps *proofStore, live map[string]Info)
+}{
+	{"registry deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		removeFolder(t, ps.s, checkpoint.RegistryPath)
+	}},
+	{"registry versions expired", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		removeFolder(t, ps.s, "_retain/registry/versions")
+	}},
+	{"head version deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		if err := ps.s.Delete(bg, checkpoint.VersionKey(4), core.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"publishing version deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		if err := ps.s.Delete(bg, checkpoint.VersionKey(3), core.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"head rewritten without a row", func(t *testing.T, ps *proofStore, live map[string]Info) {
+		m := versionJSON(t, ps.s, 4)
+		rows := m["rows"].([]any)
+		i := rowsOf(m, live["a"].ID)[0]
+		m["rows"] = append(rows[:i:i], rows[i+1:]...)
+		writeVersionJSON(t, ps.s, 4, m)
+	}},
+	{"byte flip in a row that still parses", func(t *testing.T, ps *proofStore, live map[string]Info) {
+		b, _, err := ps.s.ReadAll(bg, checkpoint.VersionKey(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The last character of the transaction uuid in a's first row.
+		m := versionJSON(t, ps.s, 4)
+		ref := m["rows"].([]any)[rowsOf(m, live["a"].ID)[0]].(map[string]any)["physical_ref"].(string)
+		enc, _ := json.Marshal(ref)
+		inner := enc[1 : len(enc)-1] // as the file holds it, ending in the uuid and \"
+		at := bytes.Index(b, inner)
+		if at < 0 || !bytes.HasSuffix(inner, []byte(`\"`)) {
+			t.Fatalf("row %s not found in the head's bytes", inner)
+		}
+		i := at + len(inner) - len(`\"`) - 1
+		if b[i] == '0' {
+			b[i] = '1'
+		} else {
+			b[i] = '0'
+		}
+		if _, err := ps.s.PutBytes(bg, checkpoint.VersionKey(4), b, core.PutOptions{Mode: core.PutOverwrite}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"publishing version rewritten", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		m := versionJSON(t, ps.s, 3)
+		for _, c := range m["checkpoints"].([]any) {
+			c.(map[string]any)["actor"] = "mallory@restore"
+		}
+		writeVersionJSON(t, ps.s, 3, m)
+	}},
+}
+
+// TestAuthorityLostKeepsEveryPin: for each damage to the registry, on
+// localfs and versitygw, reconcile refuses with ErrAuthorityLost naming
+// the way out, reclaims and repairs nothing, every pin is still there —
+// the leftover an intact registry would reclaim included — a checkpoint
+// delete (which reconciles first) refuses, and real Lance still checks
+// out every pinned version.
+func TestAuthorityLostKeepsEveryPin(t *testing.T) {
+	for _, kind := range proofBackends {
+		t.Run(kind, func(t *testing.T) {
+			pe := newProofEnv(t, kind)
+			for _, d := range registryDamages {
+				t.Run(d.name, func(t *testing.T) {
+					ps, live, leftover := authorityStore(t, pe)
+					before := allPins(t, ps.s)
+					if !before[leftover] {
+						t.Fatalf("setup: no leftover %s", leftover)
+					}
+					d.damage(t, ps, live)
+					damaged := allPins(t, ps.s) // the damage may take registry pins with it
+					rep, err := Reconcile(bg, ps.s, ps.loc)
+					if !errors.Is(err, ErrAuthorityLost) || !errors.Is(err, ErrConflicts) || !errors.Is(err, core.ErrPreconditionFailed) {
+						t.Fatalf("reconcile on a damaged registry: %v %+v", err, rep)
+					}
+					if len(rep.Reclaimed)+len(rep.Repaired)+len(rep.Sidecars) != 0 {
+						t.Fatalf("reconcile acted on a registry it cannot trust: %+v", rep)
+					}
+					if got := allPins(t, ps.s); !maps.Equal(got, damaged) {
+						t.Fatalf("pins changed: before %v, after %v", damaged, got)
+					}
+					if !bytes.Contains([]byte(err.Error()), []byte("retain registry recover")) {
+						t.Fatalf("the refusal does not name the way out: %v", err)
+					}
+					if _, err := Delete(bg, ps.s, ps.loc, "b"); !errors.Is(err, ErrAuthorityLost) {
+						t.Fatalf("delete on a damaged registry: %v", err)
+					}
+					if got := allPins(t, ps.s); !maps.Equal(got, damaged) {
+						t.Fatalf("the refused delete changed pins")
+					}
+					lanceCheck(t, ps, liveInfos(live)...)
+				})
+			}
+		})
+	}
+}
+
+// TestIntactRegistryReclaimsLeftovers is the control: on the undamaged
+// store reconcile reclaims exactly the deleted checkpoint's leftover.
+func TestIntactRegistryReclaimsLeftovers(t *testing.T) {
+	ps, live, leftover := authorityStore(t, newProofEnv(t, "localfs"))
+	before := allPins(t, ps.s)
+	got, rep := reconcileOK(t, ps)
+	if len(rep.Reclaimed) != 1 || rep.Reclaimed[0].Path+":"+rep.Reclaimed[0].Tag != leftover {
+		t.Fatalf("reclaimed %+v, want %s", rep.Reclaimed, leftover)
+	}
+	delete(before, leftover)
+	if after := allPins(t, ps.s); !maps.Equal(after, before) {
+		t.Fatalf("pins: %v, want %v", after, before)
+	}
+	if len(got) != len(live) {
+		t.Fatalf("live %v, want %v", got, live)
+	}
+}

@@ -61,14 +61,25 @@ func (a *app) cleanupCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A table refused (a kept version of it is broken) fails the
+			// preview too, once the plan of the others is shown.
+			var refused error
+			for _, tp := range p.Tables {
+				if refused == nil && tp.Err() != nil {
+					refused = tp.Err()
+				}
+			}
 			if a.jsonOut {
-				return a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost, UnfinishedRuns: open})
+				if err := a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost, UnfinishedRuns: open}); err != nil {
+					return err
+				}
+				return refused
 			}
 			a.printPreview(args[0], p, cost)
 			for _, op := range open {
 				fmt.Fprintf(a.stdout, "unfinished: cleanup run %s stopped part-way; `retain cleanup run --resume` finishes it before any new run plans\n", op)
 			}
-			return nil
+			return refused
 		},
 	}
 	preview.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
@@ -190,6 +201,8 @@ func (a *app) printRun(store string, rep *retention.RunReport) {
 		switch {
 		case tr.Skipped:
 			fmt.Fprintf(w, "  %-24s skipped: %s\n", tr.Table, strings.Join(tr.Notes, "; "))
+		case tr.State == retention.TableRefused:
+			fmt.Fprintf(w, "  %-24s REFUSED: %s\n", tr.Table, tr.Error)
 		case tr.State == retention.TableStale:
 			fmt.Fprintf(w, "  %-24s STALE: the table changed since the run planned it; its plan was dropped and the next run plans it afresh (%s)\n", tr.Table, tr.Error)
 		case tr.Error != "":
@@ -234,6 +247,9 @@ func (a *app) printPreview(store string, p *retention.StorePlan, cost deferringC
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\n", v.Branch, v.Version, v.Timestamp.Format(time.RFC3339), dec, strings.Join(v.Reasons, "; "))
 		}
 		tw.Flush()
+		if tp.Refused != "" {
+			fmt.Fprintln(w, "  REFUSED:", tp.Refused)
+		}
 		for _, n := range tp.Notes {
 			fmt.Fprintln(w, "  note:", n)
 		}

@@ -116,7 +116,7 @@ func (e *KeptFileError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (kept: %s) references %q", e.Version, strings.Join(e.Reasons, ", "), e.Key)
 	if e.Referencing > 1 {
-		fmt.Fprintf(&b, " (as do %d more kept versions)", e.Referencing-1)
+		fmt.Fprintf(&b, " (and %d more kept version(s))", e.Referencing-1)
 	}
 	switch {
 	case e.Folder:

@@ -18,6 +18,15 @@
 // manifest, a malformed tag or branch file, a pinned version that is gone
 // or is another commit — refuses the whole store's preview with a
 // *RefusedError naming the table and the key. Nothing is planned partially.
+//
+// One refusal is the table's alone: a kept version (a head, a pinned,
+// tagged or windowed version) referencing a file the table's listings do
+// not show as recorded (lance.ErrKeptVersionBroken). That table is planned
+// with nothing to delete and its TablePlan says why (*TableRefusedError);
+// the other tables are planned as usual. Each table's check stands on its
+// own listings — tables share no files cleanup could delete (a base path
+// into another table is outside the family, never deleted) — so a broken
+// table risks nothing of the others.
 package retention
 
 import (
@@ -35,6 +44,94 @@ import (
 // ErrPreviewRefused: the store's cleanup plan was refused because a root
 // could not be resolved or read. Nothing is planned for any table.
 var ErrPreviewRefused = errors.New("cleanup plan refused")
+
+// ErrTableRefused: one table's cleanup was refused (a kept version of it is
+// broken) and nothing of that table is deleted; the other tables were
+// planned. Run reports the table as failed.
+var ErrTableRefused = errors.New("cleanup of a table refused")
+
+// TableRefusedError is the refusal of one table. It matches ErrTableRefused
+// and its cause (lance.ErrKeptVersionBroken, lance.ErrCleanupRefused).
+type TableRefusedError struct {
+	Table string
+	Cause error
+}
+
+func (e *TableRefusedError) Error() string {
+	why := e.Cause.Error()
+	var kf *lance.KeptFileError
+	if errors.As(e.Cause, &kf) {
+		// In the preview's words; the Lance layer's own next step is said
+		// below, with the commands.
+		k := *kf
+		k.Reasons = make([]string, len(kf.Reasons))
+		for i, r := range kf.Reasons {
+			k.Reasons[i] = reason(branchOrMain(kf.Version.Branch), r)
+		}
+		why = k.Error()
+	}
+	return fmt.Sprintf("cleanup of table %q refused: %s; nothing of this table is deleted (the other tables are not held back): %s",
+		e.Table, why, keptNextStep(e.Cause))
+}
+
+func (e *TableRefusedError) Unwrap() []error { return []error{ErrTableRefused, e.Cause} }
+
+// refusedRun fills in tr for a table refused at planning: its error is the
+// plan's own when plan is at hand, else the journal's words.
+func refusedRun(jt JournalTable, tr *TableRun, plan *StorePlan) {
+	tr.State, tr.Error = TableRefused, jt.Error
+	tr.err = fmt.Errorf("%w: %s", ErrTableRefused, jt.Error)
+	if plan == nil {
+		return
+	}
+	for _, tp := range plan.Tables {
+		if tp.Table == jt.Table && tp.err != nil {
+			tr.err = tp.err
+		}
+	}
+}
+
+func branchOrMain(b string) string {
+	if b == "" {
+		return checkpoint.MainBranch
+	}
+	return b
+}
+
+// keptNextStep says what clears a broken kept version, by what keeps it.
+func keptNextStep(err error) string {
+	var kf *lance.KeptFileError
+	if !errors.As(err, &kf) {
+		return "restore what is missing, then run the cleanup again"
+	}
+	steps := []string{"restore the file (from a backup or the store's object versioning)"}
+	var latest, checkpoint, window bool
+	for _, r := range kf.Reasons {
+		switch {
+		case r == "latest":
+			latest = true
+		case strings.HasPrefix(r, "extra root: checkpoint"), strings.HasPrefix(r, "tag ogcp_"):
+			checkpoint = true
+		case strings.HasPrefix(r, "tag "):
+			steps = append(steps, fmt.Sprintf("drop the tag that keeps it (`retain tag delete TABLE-URI %s`)", strings.TrimPrefix(r, "tag ")))
+		case strings.HasPrefix(r, "fork point of branch "):
+			steps = append(steps, fmt.Sprintf("delete the branch forked from it (`retain branch delete %s STORE`)", strings.TrimPrefix(r, "fork point of branch ")))
+		case strings.HasPrefix(r, "keep-last "), strings.HasPrefix(r, "not older than the cut-off"):
+			window = true
+		}
+	}
+	if checkpoint {
+		steps = append(steps, "delete the checkpoint that pins it (`retain checkpoint delete NAME-OR-ID STORE`) if it may go")
+	}
+	if window {
+		steps = append(steps, "run with a window that does not keep it (a smaller --keep-last or --older-than)")
+	}
+	if latest {
+		// The head cannot be released: only the file brings it back.
+		return steps[0] + ": it is the latest version of its branch, which Lance cannot read either; then run the cleanup again"
+	}
+	return strings.Join(steps, ", or ") + "; then run the cleanup again"
+}
 
 // RefusedError is a refusal of the whole store's plan. It matches
 // ErrPreviewRefused and its cause (lance.ErrCleanupRefused,
@@ -125,10 +222,17 @@ type TablePlan struct {
 	Versions []VersionDecision `json:"versions"`
 	Totals   TableTotals       `json:"totals"`
 	Notes    []string          `json:"notes,omitempty"`
+	// Refused says why the table's cleanup was refused ("" when it was
+	// not): nothing of it is planned or deleted.
+	Refused string `json:"refused,omitempty"`
 	// Lance is the Lance layer's full plan (files to delete and why); not
 	// printed.
 	Lance *lance.Plan `json:"-"`
+	err   error
 }
+
+// Err is the table's refusal (a *TableRefusedError), nil when none.
+func (tp TablePlan) Err() error { return tp.err }
 
 // VersionDecision is one version of one branch of a table.
 type VersionDecision struct {
@@ -208,6 +312,11 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 				// A table being created or half deleted: nothing to plan.
 				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{},
 					Notes: []string{"no manifest: a table being created or half deleted; skipped"}})
+				continue
+			}
+			if errors.Is(err, lance.ErrKeptVersionBroken) {
+				te := &TableRefusedError{Table: t, Cause: err}
+				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{}, Refused: te.Error(), err: te})
 				continue
 			}
 			re := &RefusedError{Table: t, Reason: "planning the table's cleanup", Cause: err}

@@ -256,7 +256,11 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	var plans []*lance.Plan
 	for _, tp := range plan.Tables {
 		if tp.Lance == nil {
-			j.Tables = append(j.Tables, JournalTable{Table: tp.Table, State: TableSkipped, Error: strings.Join(tp.Notes, "; ")})
+			jt := JournalTable{Table: tp.Table, State: TableSkipped, Error: strings.Join(tp.Notes, "; ")}
+			if tp.Refused != "" {
+				jt.State, jt.Error = TableRefused, tp.Refused
+			}
+			j.Tables = append(j.Tables, jt)
 			plans = append(plans, nil)
 			continue
 		}
@@ -292,7 +296,12 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			// Nothing to remove anywhere: nothing is journaled or committed,
 			// and the pass stays quiet.
 			for _, jt := range j.Tables {
-				rep.Tables = append(rep.Tables, TableRun{Table: jt.Table, State: jt.State, Skipped: jt.State == TableSkipped, Notes: nonEmpty(jt.Error)})
+				tr := TableRun{Table: jt.Table, State: jt.State, Skipped: jt.State == TableSkipped, Notes: nonEmpty(jt.Error)}
+				if jt.State == TableRefused {
+					refusedRun(jt, &tr, plan)
+					rep.Failed++
+				}
+				rep.Tables = append(rep.Tables, tr)
 			}
 			rep.Registry = j.Registry
 			rep.FinishedAt = time.Now().UTC()
@@ -342,6 +351,11 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	}
 	failpoint.Hit(FPRunAfterBoundary)
 	err = execute(ctx, s, h, jw, rep, o.Progress)
+	for i := range rep.Tables {
+		if rep.Tables[i].State == TableRefused {
+			refusedRun(JournalTable{Table: rep.Tables[i].Table, Error: rep.Tables[i].Error}, &rep.Tables[i], plan)
+		}
+	}
 	return rep, err
 }
 
@@ -532,6 +546,12 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 			if jt.Error != "" {
 				tr.Notes = []string{jt.Error}
 			}
+		}
+		if jt.State == TableRefused {
+			// Not cleaned: a failure of the run, though nothing is left
+			// to resume of it.
+			refusedRun(*jt, &tr, nil)
+			rep.Failed++
 		}
 		if jt.State != TablePending && jt.State != TableFailed {
 			rep.Tables = append(rep.Tables, tr)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 	"github.com/retain-dev/retain/pluginproto/internal/pb"
 )
 
@@ -67,7 +68,9 @@ func detailOf(op, key string, err error) (*pb.ErrorDetail, codes.Code) {
 	// Proto strings must be UTF-8; these are for people, so make them so.
 	d.Op = strings.ToValidUTF8(d.Op, "\uFFFD")
 	d.Key = strings.ToValidUTF8(d.Key, "\uFFFD")
-	d.Message = strings.ToValidUTF8(d.Message, "\uFFFD")
+	// Whatever the endpoint echoed into the error, no credential this
+	// process knows leaves it.
+	d.Message = redact.String(strings.ToValidUTF8(d.Message, "\uFFFD"))
 
 	code := kindCodes[kind]
 	switch {
@@ -90,14 +93,15 @@ func toStatus(op, key string, err error) error {
 	if serr != nil {
 		// Cannot happen for a well-formed proto message; the host would
 		// report it as an unknown transport error.
-		return status.Error(code, err.Error())
+		return status.Error(code, redact.String(err.Error()))
 	}
 	return st.Err()
 }
 
 // fromDetail rebuilds the *core.Error the plugin sent.
 func fromDetail(d *pb.ErrorDetail, code codes.Code) *core.Error {
-	e := &core.Error{Op: d.Op, Key: d.Key, Kind: validKind(d.Kind), Msg: d.Message}
+	// Masked again with what the host knows: a vendor's plugin may not.
+	e := &core.Error{Op: d.Op, Key: d.Key, Kind: validKind(d.Kind), Msg: redact.String(d.Message)}
 	switch code {
 	case codes.DeadlineExceeded:
 		e.Err = context.DeadlineExceeded

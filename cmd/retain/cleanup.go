@@ -178,6 +178,9 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
+	if m, ok := w.(interface{ Unwrap() io.Writer }); ok {
+		w = m.Unwrap() // the credential mask main puts around stdout and stderr
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -9,11 +9,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,6 +40,11 @@ var (
 	// ErrNoProof: a takeover was refused because nothing proves the
 	// holder cannot resume.
 	ErrNoProof = errors.New("no proof that the claim's owner cannot resume")
+	// ErrUnreadable: the claim object exists but this build cannot read it
+	// (torn, not JSON, no owner token, another format). The store stays
+	// claimed; only TakeoverUnreadable, on an operator's attestation,
+	// clears it.
+	ErrUnreadable = errors.New("the retention claim object is unreadable")
 )
 
 // Payload is the claim object's content.
@@ -67,6 +74,50 @@ type TakeoverRecord struct {
 	// Attested is the operator's statement, when the owner ran on another
 	// host and the tool could not prove its death itself.
 	Attested string `json:"attested,omitempty"`
+	// Unreadable describes the claim object cleared, when it could not be
+	// read (the Previous fields are then empty: nothing names its owner).
+	Unreadable *Unreadable `json:"unreadable,omitempty"`
+}
+
+// Unreadable describes a claim object that exists but cannot be read.
+type Unreadable struct {
+	// Version is the object's version token: TakeoverUnreadable replaces
+	// exactly this object and no other.
+	Version string `json:"version"`
+	Size    int    `json:"size"`
+	SHA256  string `json:"sha256"`
+	// Why is what is wrong with it: "is not valid JSON (...)", ...
+	Why string `json:"why"`
+}
+
+// UnreadableError is what Read returns for a claim object it cannot read;
+// it matches ErrUnreadable. Its message names the one way out.
+type UnreadableError struct{ Unreadable }
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("%v: %s (version %s, %d bytes) %s; the store stays claimed. Once you have made sure no retention operation is running on this store, clear it with `%s`",
+		ErrUnreadable, Key, e.Version, e.Size, e.Why, e.TakeoverCommand("STORE"))
+}
+
+func (e *UnreadableError) Is(target error) bool { return target == ErrUnreadable }
+
+// TakeoverCommand is the command that clears this object from store.
+func (u *Unreadable) TakeoverCommand(store string) string {
+	return fmt.Sprintf("retain claim takeover %s --unreadable %s --reason R --owner-dead-attested WHY", store, shellWord(u.Version))
+}
+
+// shellWord quotes s for a POSIX shell unless it needs none (version
+// tokens are often plain; S3 ETags carry double quotes).
+func shellWord(s string) string {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:/+=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
 }
 
 // HeldError carries the holder's payload (nil if it could not be read).
@@ -78,7 +129,10 @@ type HeldError struct {
 
 func (e *HeldError) Error() string {
 	if e.Holder == nil {
-		return fmt.Sprintf("%s: %s exists but could not be read (%v); it stays held: inspect it with `retain claim status`", ErrHeld, Key, e.Err)
+		if errors.Is(e.Err, ErrUnreadable) {
+			return fmt.Sprintf("%s: %s exists but could not be read: %v", ErrHeld, Key, e.Err)
+		}
+		return fmt.Sprintf("%s: %s exists but could not be read (%v); it stays held: see `retain claim status STORE`, and try again", ErrHeld, Key, e.Err)
 	}
 	h := e.Holder
 	return fmt.Sprintf("%s by %s (%s, operation %s) on %s pid %d since %s",
@@ -293,19 +347,28 @@ func create(ctx context.Context, s *core.Store, p Payload, scope core.Scope) (*H
 }
 
 // Read returns the current claim, or core.ErrNotFound if the store is free.
-// A claim that cannot be parsed is an error (kind unknown): it stays held.
+// A claim object that cannot be read is an *UnreadableError (ErrUnreadable)
+// carrying its version: it stays held until TakeoverUnreadable clears it.
 func Read(ctx context.Context, s *core.Store) (*Payload, core.Info, error) {
 	b, info, err := s.ReadAll(ctx, Key)
 	if err != nil {
 		return nil, core.Info{}, err
 	}
+	unreadable := func(format string, args ...any) (*Payload, core.Info, error) {
+		sum := sha256.Sum256(b)
+		return nil, info, &UnreadableError{Unreadable{Version: info.Version, Size: len(b), SHA256: hex.EncodeToString(sum[:]), Why: fmt.Sprintf(format, args...)}}
+	}
 	var p Payload
 	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&p); err != nil {
-		return nil, info, core.Errorf("read", Key, core.ErrUnknown, "claim object is not valid JSON (%v): the store stays claimed; inspect the object, and take it over only with its owner token", err)
-	}
-	if p.Format != Format || p.OwnerToken == "" {
-		return nil, info, core.Errorf("read", Key, core.ErrUnknown, "claim object has format %d and token %q: this build reads format %d; the store stays claimed", p.Format, p.OwnerToken, Format)
+	switch err := dec.Decode(&p); {
+	case len(bytes.TrimSpace(b)) == 0:
+		return unreadable("is empty")
+	case err != nil:
+		return unreadable("is not a valid claim (%v)", err)
+	case p.Format != Format:
+		return unreadable("has format %d, and this build reads format %d (if a newer retain wrote it, use that build)", p.Format, Format)
+	case p.OwnerToken == "":
+		return unreadable("names no owner token")
 	}
 	return &p, info, nil
 }
@@ -426,14 +489,75 @@ func Takeover(ctx context.Context, s *core.Store, req TakeoverRequest) (*Handle,
 		PreviousOperationID: stale.OperationID, PreviousHost: stale.Host, PreviousPID: stale.PID,
 		PreviousCreatedAt: stale.CreatedAt, Reason: req.Reason, Proof: proof, Attested: req.OwnerDeadAttested,
 	}
+	return replace(ctx, s, req.Request, scope, info.Version, rec)
+}
+
+// UnreadableTakeoverRequest asks to clear a claim object that cannot be
+// read (Read returns *UnreadableError).
+type UnreadableTakeoverRequest struct {
+	Request
+	// Version must equal the unreadable object's version token exactly
+	// (UnreadableError.Version, `retain claim status`): only that object is
+	// replaced, never one written since.
+	Version string
+	// Reason is recorded in the new claim and the log.
+	Reason string
+	// Attested is the operator's statement that no retention operation is
+	// running on the store: nothing in an unreadable object names an owner
+	// the tool could check, so it is the only proof there is. Required.
+	Attested string
+}
+
+// TakeoverUnreadable replaces the unreadable claim object whose version is
+// req.Version with a new claim owned by the caller, recording the
+// attestation and what the cleared object was (version, size, digest, what
+// was wrong). It refuses, leaving the object untouched, without a reason,
+// an attestation or the exact version, and when the claim is readable
+// (take it over with its token) or free. Like Takeover it is conditional:
+// delete-if-version of exactly that object, then create-if-absent.
+func TakeoverUnreadable(ctx context.Context, s *core.Store, req UnreadableTakeoverRequest) (*Handle, error) {
+	scope := scopeOf(req.Request)
+	if err := s.Require(core.FeatureCreateIfAbsent, scope); err != nil {
+		return nil, fmt.Errorf("retention claim needs create-if-absent reaching every writer of this store: %w", err)
+	}
+	switch {
+	case req.Reason == "":
+		return nil, core.Errorf("takeover", Key, core.ErrInvalidArgument, "a takeover needs a reason")
+	case req.Attested == "":
+		return nil, core.Errorf("takeover", Key, core.ErrInvalidArgument, "clearing an unreadable claim needs your attestation that no retention operation is running on this store (--owner-dead-attested WHY): nothing in the object names an owner retain could check")
+	case req.Version == "":
+		return nil, core.Errorf("takeover", Key, core.ErrInvalidArgument, "clearing an unreadable claim needs its version token, as `retain claim status STORE` prints it")
+	}
+	p, _, err := Read(ctx, s)
+	var ue *UnreadableError
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		return nil, core.Errorf("takeover", Key, core.ErrNotFound, "the store is not claimed: nothing to take over; acquire it instead")
+	case err == nil:
+		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the claim is readable (held by %s, %s, operation %s): take it over with its token (`retain claim status STORE` shows it), not --unreadable; the claim is untouched", p.Actor, p.Action, p.OperationID)
+	case !errors.As(err, &ue):
+		return nil, err
+	case ue.Version != req.Version:
+		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the unreadable claim object is version %s, not %s: it was rewritten; run `retain claim status STORE` again; the claim is untouched", shellWord(ue.Version), core.Quote(req.Version))
+	}
+	u := ue.Unreadable
+	rec := &TakeoverRecord{Reason: req.Reason, Attested: req.Attested, Unreadable: &u,
+		Proof: fmt.Sprintf("attested by operator: %s (the claim object %s, so nothing named an owner to check)", req.Attested, u.Why)}
+	return replace(ctx, s, req.Request, scope, u.Version, rec)
+}
+
+// replace deletes exactly the claim object at version (conditionally), then
+// creates the caller's claim carrying rec, and logs rec.
+func replace(ctx context.Context, s *core.Store, req Request, scope core.Scope, version string, rec *TakeoverRecord) (*Handle, error) {
+	var err error
 	if s.Require(core.FeatureDeleteIfVersion, scope) == nil {
-		err = s.Delete(ctx, Key, core.DeleteOptions{IfVersion: info.Version})
+		err = s.Delete(ctx, Key, core.DeleteOptions{IfVersion: version})
 	} else {
 		// Without conditional delete: re-check right before an
 		// unconditional delete; the window is the one Release documents.
 		var again core.Info
 		again, err = s.Stat(ctx, Key)
-		if err == nil && again.Version != info.Version {
+		if err == nil && again.Version != version {
 			err = core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the claim changed while taking it over")
 		}
 		if err == nil {
@@ -443,16 +567,20 @@ func Takeover(ctx context.Context, s *core.Store, req TakeoverRequest) (*Handle,
 	if err != nil {
 		return nil, fmt.Errorf("takeover: removing the stale claim: %w", err)
 	}
-	p := self(req.Request)
+	p := self(req)
 	p.Takeover = rec
 	h, err := create(ctx, s, p, scope)
 	if err != nil {
 		return nil, fmt.Errorf("takeover: the stale claim was removed but another owner claimed the store first: %w", err)
 	}
 	if req.Logger != nil {
-		req.Logger.Warn("retention claim taken over", "store_key", Key, "previous_operation", rec.PreviousOperationID,
+		kv := []any{"store_key", Key, "previous_operation", rec.PreviousOperationID,
 			"previous_host", rec.PreviousHost, "previous_pid", rec.PreviousPID, "reason", rec.Reason, "proof", rec.Proof,
-			"new_operation", p.OperationID, "actor", p.Actor)
+			"new_operation", p.OperationID, "actor", p.Actor}
+		if u := rec.Unreadable; u != nil {
+			kv = append(kv, "unreadable_version", u.Version, "unreadable_size", u.Size, "unreadable_sha256", u.SHA256, "attested", rec.Attested)
+		}
+		req.Logger.Warn("retention claim taken over", kv...)
 	}
 	return h, nil
 }

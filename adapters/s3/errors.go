@@ -15,6 +15,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 // failure is what an SDK error says, read from its types: the service's
@@ -139,33 +140,99 @@ func (d *Driver) mapErr(op, key string, err error) *core.Error {
 		} else if kind == core.ErrPermissionDenied && msg == "" {
 			msg = fmt.Sprintf("the endpoint refused access to bucket %q (%s): check the credentials the AWS default chain found and their permissions", d.bucket, f.describe())
 		}
-		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: err}
+		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
 	}
 	var se *v4.SigningError
 	var cre *credentialsError
 	if errors.As(err, &se) || errors.As(err, &cre) {
 		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
-			Msg: "cannot sign the request: the AWS default chain found no usable credentials (environment, shared config, SSO, web identity, container or instance role)", Err: err}
+			Msg: "cannot sign the request: the AWS default chain found no usable credentials (environment, shared config, SSO, web identity, container or instance role)", Err: causeOf(err)}
 	}
 	var sendErr *smithyhttp.RequestSendError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &sendErr):
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "could not reach the endpoint", Err: err}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "could not reach the endpoint", Err: causeOf(err)}
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "the connection to the endpoint broke", Err: err}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "the connection to the endpoint broke", Err: causeOf(err)}
 	}
-	return core.Wrap(op, key, core.ErrUnknown, err)
+	return core.Wrap(op, key, core.ErrUnknown, causeOf(err))
 }
 
 func (f failure) describe() string {
+	// The code is the endpoint's text: masked and capped like its message.
+	code := redact.Excerpt(f.code, 64)
 	switch {
-	case f.code != "" && f.status != 0:
-		return fmt.Sprintf("%d %s", f.status, f.code)
-	case f.code != "":
-		return f.code
+	case code != "" && f.status != 0:
+		return fmt.Sprintf("%d %s", f.status, code)
+	case code != "":
+		return code
 	}
 	return fmt.Sprintf("HTTP %d", f.status)
+}
+
+// responseError is what an error records of an endpoint's error answer:
+// the operation, status, code, request ids and the first line of the
+// message, masked and capped. Never the rest of what the endpoint sent:
+// a misconfigured or hostile endpoint may echo the signed request (its
+// Authorization header and security token) into its body or headers. It
+// unwraps to the SDK's error, so errors.As still finds the SDK's types.
+type responseError struct {
+	op                string // "S3 GetObject"
+	f                 failure
+	msg               string
+	requestID, hostID string
+	err               error
+}
+
+// maxExcerpt bounds what of an endpoint's message an error quotes.
+const maxExcerpt = 200
+
+func (e *responseError) Error() string {
+	s := e.op
+	if s != "" {
+		s += ": "
+	}
+	s += e.f.describe()
+	if e.msg != "" {
+		s += ": " + e.msg
+	}
+	switch {
+	case e.requestID != "" && e.hostID != "":
+		s += " (request id " + e.requestID + ", host id " + e.hostID + ")"
+	case e.requestID != "":
+		s += " (request id " + e.requestID + ")"
+	}
+	return s
+}
+
+func (e *responseError) Unwrap() error { return e.err }
+
+// causeOf is what a *core.Error records of an SDK error: a responseError
+// for an endpoint's answer, any other error with its text masked.
+func causeOf(err error) error {
+	f := failureOf(err)
+	if f.code == "" && f.status == 0 {
+		return redact.Error(err)
+	}
+	re := &responseError{f: f, err: err}
+	var oe *smithy.OperationError
+	if errors.As(err, &oe) {
+		re.op = oe.Service() + " " + oe.Operation()
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		re.msg = redact.Excerpt(ae.ErrorMessage(), maxExcerpt)
+	}
+	var rid interface{ ServiceRequestID() string }
+	if errors.As(err, &rid) {
+		re.requestID = redact.Excerpt(rid.ServiceRequestID(), 64)
+	}
+	var hid interface{ ServiceHostID() string }
+	if errors.As(err, &hid) {
+		re.hostID = redact.Excerpt(hid.ServiceHostID(), 96)
+	}
+	return re
 }
 
 // credentialsError marks a failure of the AWS credential chain, which the
@@ -183,5 +250,9 @@ func (m markedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error
 	if err != nil && ctx.Err() == nil {
 		return c, &credentialsError{err}
 	}
+	// Whatever the chain resolved (shared files, SSO, a
+	// credential_process, a role) is masked from every message and log
+	// line of this process, as the environment's credentials are.
+	redact.Register(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
 	return c, err
 }

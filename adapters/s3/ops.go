@@ -243,7 +243,7 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	case opts.Mode == core.PutCreateIfAbsent && (f.preconditionFailed() || f.conflict()):
 		return d.resolveCreate(ctx, key, writeID, &at, f, err)
 	case opts.Mode == core.PutReplaceIfVersion && f.notFound():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: err}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(err)}
 	case opts.Mode == core.PutReplaceIfVersion && (f.preconditionFailed() || f.conflict()):
 		return d.resolveReplace(ctx, key, writeID, &at, f, err)
 	}
@@ -262,25 +262,25 @@ func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *att
 	const op = "put"
 	if f.preconditionFailed() && !at.retried() {
 		// One attempt, refused: the key existed. No read-back needed.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: cause}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
 	}
 	h, herr := d.head(ctx, key)
 	exists := herr == nil
 	if herr != nil && !failureOf(herr).notFound() {
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
-			Msg: fmt.Sprintf("create-if-absent was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+			Msg: fmt.Sprintf("create-if-absent was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 	}
 	switch {
 	case exists && h.writeID == writeID:
 		// An earlier attempt of this call created it; the retry saw it.
 		return h.info, nil
 	case at.retried():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: cause}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case exists:
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: cause}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
 	}
 	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient,
-		Msg: "the conditional write did not happen: a concurrent conditional request on the key won (409 ConditionalRequestConflict) and the key is absent now; retry", Err: cause}
+		Msg: "the conditional write did not happen: a concurrent conditional request on the key won (409 ConditionalRequestConflict) and the key is absent now; retry", Err: causeOf(cause)}
 }
 
 // resolveReplace decides a replace-if-version the endpoint refused with 412
@@ -292,21 +292,21 @@ func (d *Driver) resolveReplace(ctx context.Context, key, writeID string, at *at
 	exists := herr == nil
 	if herr != nil && !failureOf(herr).notFound() {
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
-			Msg: fmt.Sprintf("replace-if-version was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+			Msg: fmt.Sprintf("replace-if-version was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 	}
 	switch {
 	case exists && h.writeID == writeID:
 		return h.info, nil
 	case at.retried():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: cause}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case !exists:
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: cause}
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(cause)}
 	case f.conflict():
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
-			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was written", Err: cause}
+			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was written", Err: causeOf(cause)}
 	}
 	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
-		Msg: fmt.Sprintf("the object's version is %q, not the expected one", h.info.Version), Err: cause}
+		Msg: fmt.Sprintf("the object's version is %q, not the expected one", h.info.Version), Err: causeOf(cause)}
 }
 
 // mismatch answers a conditional operation whose expected version matches
@@ -352,7 +352,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		// by the endpoint, atomically, in the DeleteObject below.
 		if _, err := d.head(ctx, key); err != nil {
 			if failureOf(err).notFound() {
-				return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: err}
+				return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
 			}
 			return d.mapErr(op, key, err)
 		}
@@ -376,7 +376,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 			missing = true
 		case herr != nil:
 			return &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
-				Msg: fmt.Sprintf("delete-if-version was refused (%s) and reading the key back failed", f.describe()), Err: herr}
+				Msg: fmt.Sprintf("delete-if-version was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 		}
 	}
 	switch {
@@ -385,12 +385,12 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		// it; either way no object of that version remains.
 		return nil
 	case missing:
-		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: err}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
 	case f.conflict():
 		return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
-			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was deleted", Err: err}
+			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was deleted", Err: causeOf(err)}
 	}
-	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed, Msg: "the object's version is not the expected one", Err: err}
+	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed, Msg: "the object's version is not the expected one", Err: causeOf(err)}
 }
 
 // DeleteMany deletes up to 1,000 keys with one DeleteObjects request.

@@ -81,7 +81,7 @@ func (d *Driver) probe(ctx context.Context, o Options) (probeResult, error) {
 			if ce.Msg != "" {
 				msg += ": " + ce.Msg
 			}
-			return pr, &core.Error{Op: "open", Key: where, Kind: ce.Kind, Msg: msg, Err: err}
+			return pr, &core.Error{Op: "open", Key: where, Kind: ce.Kind, Msg: msg, Err: ce.Err}
 		}
 		why := fmt.Sprintf("the probe at open could not %s at %s (permission denied); set %%s=on in the store URI to declare it without probing", step, where)
 		if probeWrite && !writesProbed {

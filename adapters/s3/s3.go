@@ -43,6 +43,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 const (
@@ -241,7 +242,7 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
 		return nil, &core.Error{Op: op, Key: redacted(loc), Kind: core.ErrInvalidArgument,
-			Msg: "loading the AWS configuration (environment, shared config files)", Err: err}
+			Msg: "loading the AWS configuration (environment, shared config files)", Err: redact.Error(err)}
 	}
 	var endpoint, region string
 	var pathStyle bool

@@ -36,6 +36,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Mask replaces every credential String finds.
@@ -163,6 +164,29 @@ func String(s string) string {
 		s = r.re.ReplaceAllString(s, r.repl)
 	}
 	return s
+}
+
+// Excerpt is text a server sent, fit for a one-line message: masked first
+// (so a cut never leaves part of a credential), then its first non-empty
+// line only, at most max bytes, cut at a character boundary and marked
+// "...".
+func Excerpt(s string, max int) string {
+	s = String(s)
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			s = l
+			break
+		}
+	}
+	s = strings.TrimSpace(s)
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // Error wraps err so that its text is masked by String; errors.Is and

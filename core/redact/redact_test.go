@@ -177,3 +177,16 @@ func testBinary(t *testing.T, name string) *exec.Cmd {
 	t.Helper()
 	return exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
 }
+
+// An excerpt is masked before it is cut: no prefix of a credential is left.
+func TestExcerptMasksBeforeCutting(t *testing.T) {
+	Register("excerptSecretValue0123456789")
+	in := "\n  GET /b?x=excerptSecretValue0123456789 HTTP/1.1\nAuthorization: AWS4-HMAC-SHA256 Signature=abc"
+	out := Excerpt(in, 28)
+	if strings.Contains(out, "excerptSecret") || strings.Contains(out, "\n") || len(out) > 28+3 {
+		t.Fatalf("%q", out)
+	}
+	if got := Excerpt("héllo wörld", 2); got != "h..." {
+		t.Fatalf("cut inside a character: %q", got)
+	}
+}

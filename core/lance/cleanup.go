@@ -88,6 +88,10 @@ var (
 	// nothing of the dataset is deleted. The error (a *CleanupError whose
 	// Cause is a *KeptFileError) also matches ErrCleanupRefused.
 	ErrKeptVersionBroken = errors.New("a version cleanup keeps references a file the store does not have as recorded")
+	// ErrDeletesFailed: the store did not confirm every delete of the plan
+	// (refused, failed, or a batch whose outcome is unknown). The objects
+	// are named in Result.Failed; carrying out the plan again retries them.
+	ErrDeletesFailed = errors.New("Lance cleanup: some deletes were not confirmed")
 )
 
 // KeptFileError names a file a kept version needs and the store does not
@@ -360,14 +364,23 @@ type RefSnapshot struct {
 	ObjectVersion string `json:"objectVersion"`
 }
 
-// Result is what ExecuteCleanup did.
+// Result is what ExecuteCleanup did. A delete counts only when the store
+// confirmed it for that key; an object the store reports already absent
+// (ErrNotFound) counts as deleted, since gone is what was asked and most
+// stores do not tell the two apart.
 type Result struct {
 	ManifestsDeleted int   `json:"manifestsDeleted"`
 	FilesDeleted     int   `json:"filesDeleted"` // manifests included
 	BytesDeleted     int64 `json:"bytesDeleted"`
-	// Failed lists objects whose delete failed; they stay and the next
-	// cleanup finds them again.
+	// Failed lists objects whose delete failed or whose outcome is unknown
+	// (the batch call failed); they may stay, and carrying out the plan
+	// again retries them.
 	Failed []FailedDelete `json:"failed,omitempty"`
+	// Started: deleting began (the plan passed its re-checks). Remaining
+	// then lists every object of the plan not confirmed deleted: failed,
+	// unknown, or not attempted (after a failed manifest delete).
+	Started   bool     `json:"-"`
+	Remaining []string `json:"-"`
 }
 
 // FailedDelete is one object that could not be deleted.
@@ -1020,20 +1033,26 @@ func (d *Dataset) ExecuteCleanup(ctx context.Context, plan *Plan) (*Result, erro
 			files = append(files, f)
 		}
 	}
-	if err := d.deleteAll(ctx, manifests, res, true); err != nil {
-		return res, err
-	}
-	if len(res.Failed) > 0 {
-		return res, fmt.Errorf("cleanup of %q: %d manifest(s) could not be deleted (first %q: %s); no other file was deleted: run the cleanup again",
-			d.Root, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
+	res.Started = true
+	if err := d.deleteAll(ctx, manifests, res, true); err != nil || len(res.Failed) > 0 {
+		// Files go only once every removed version's manifest is gone:
+		// until then a removed version may still be read.
+		for _, f := range files {
+			res.Remaining = append(res.Remaining, f.Key)
+		}
+		if err != nil {
+			return res, err
+		}
+		return res, fmt.Errorf("%w: cleanup of %q: %d manifest(s) could not be deleted (first %q: %s); no other file was deleted: carry out the plan again",
+			ErrDeletesFailed, d.Root, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
 	}
 	failpoint.Hit(FPCleanupAfterManifests)
 	if err := d.deleteAll(ctx, files, res, false); err != nil {
 		return res, err
 	}
 	if len(res.Failed) > 0 {
-		return res, fmt.Errorf("cleanup of %q: %d file(s) could not be deleted (first %q: %s); they are unreferenced now and the next cleanup collects them",
-			d.Root, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
+		return res, fmt.Errorf("%w: cleanup of %q: %d file(s) could not be deleted (first %q: %s); they stay, unreferenced: carry out the plan again to retry them",
+			ErrDeletesFailed, d.Root, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
 	}
 	return res, nil
 }
@@ -1173,7 +1192,8 @@ const deleteParallelism = 4
 // once, in chunks of at most the adapter's batch limit (smaller when that
 // spreads the work over the parallel calls, but not below 100 keys), and
 // records the outcome. A failed call is returned once all calls ended;
-// failed keys are recorded in res.Failed.
+// failed keys, and every key of a failed call the store did not confirm,
+// are recorded in res.Failed and res.Remaining.
 func (d *Dataset) deleteAll(ctx context.Context, files []PlannedFile, res *Result, manifests bool) error {
 	if len(files) == 0 {
 		return nil
@@ -1213,25 +1233,34 @@ func (d *Dataset) deleteAll(ctx context.Context, files []PlannedFile, res *Resul
 	wg.Wait()
 	var firstErr error
 	for _, r := range results {
-		for i, o := range r.out {
-			if i >= len(r.files) {
-				break
+		for i, f := range r.files {
+			var err error
+			switch {
+			case i < len(r.out) && r.out[i].Key == f.Key && r.out[i].Err != nil:
+				err = r.out[i].Err
+			case r.err != nil:
+				// The call failed: a key it reports no error for may or
+				// may not be gone. Not counted; named.
+				err = fmt.Errorf("outcome unknown: the batch delete failed: %w", r.err)
+			case i >= len(r.out) || r.out[i].Key != f.Key:
+				err = fmt.Errorf("outcome unknown: the store returned no result for the key")
 			}
-			if o.Err != nil {
-				res.Failed = append(res.Failed, FailedDelete{Key: o.Key, Err: o.Err.Error()})
+			if err != nil && core.KindOf(err) == core.ErrNotFound && r.err == nil {
+				err = nil // already gone
+			}
+			if err != nil {
+				res.Failed = append(res.Failed, FailedDelete{Key: f.Key, Err: err.Error()})
+				res.Remaining = append(res.Remaining, f.Key)
 				continue
 			}
-			if r.err != nil {
-				continue // the call failed: outcome unknown, not counted
-			}
 			res.FilesDeleted++
-			res.BytesDeleted += r.files[i].Size
+			res.BytesDeleted += f.Size
 			if manifests {
 				res.ManifestsDeleted++
 			}
 		}
 		if r.err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("cleanup of %q: deleting %d objects: %w; what is left is unreferenced and the next cleanup collects it", d.Root, len(r.files), r.err)
+			firstErr = fmt.Errorf("%w: cleanup of %q: deleting %d objects: %w; they may stay, unreferenced: carry out the plan again to retry them", ErrDeletesFailed, d.Root, len(r.files), r.err)
 		}
 	}
 	return firstErr

@@ -49,13 +49,21 @@ type AuditRecord struct {
 	Versions []string `json:"versions"`
 	// Planned: what the plan removes; the counts of "removed" and
 	// "remove_failed" lines are what was deleted.
-	FilesPlanned    int    `json:"files_planned"`
-	BytesPlanned    int64  `json:"bytes_planned"`
-	VersionsRemoved int    `json:"versions_removed"`
-	FilesRemoved    int    `json:"files_removed"`
-	BytesRemoved    int64  `json:"bytes_removed"`
-	Error           string `json:"error,omitempty"`
+	FilesPlanned    int   `json:"files_planned"`
+	BytesPlanned    int64 `json:"bytes_planned"`
+	VersionsRemoved int   `json:"versions_removed"`
+	FilesRemoved    int   `json:"files_removed"`
+	BytesRemoved    int64 `json:"bytes_removed"`
+	// FilesFailed counts the deletes the store did not confirm; Failed
+	// names the first auditFailedKeys of them. Only "remove_failed" lines
+	// have them.
+	FilesFailed int      `json:"files_failed,omitempty"`
+	Failed      []string `json:"failed,omitempty"`
+	Error       string   `json:"error,omitempty"`
 }
+
+// auditFailedKeys is how many failed keys an audit line names.
+const auditFailedKeys = 100
 
 // auditor writes the lines of one run.
 type auditor struct {
@@ -86,14 +94,20 @@ func (a *auditor) write(ctx context.Context, r AuditRecord) error {
 	return nil
 }
 
-// planned describes what a plan removes.
+// planned describes what a plan (or what is left of it to retry) removes:
+// the versions whose manifests it deletes, its files and their bytes.
 func planned(lp *lance.Plan) (versions []string, files int, bytes int64) {
+	deletes := make(map[string]bool, len(lp.Files))
+	for _, f := range lp.Files {
+		deletes[f.Key] = true
+		bytes += f.Size
+	}
 	for _, v := range lp.Versions {
-		if !v.Keep {
+		if !v.Keep && deletes[v.Key] {
 			versions = append(versions, lance.VersionID{Branch: v.Branch, Version: v.Version}.String())
 		}
 	}
-	return versions, len(lp.Files), lp.Totals.BytesToDelete
+	return versions, len(lp.Files), bytes
 }
 
 // ReadAudit returns the audit lines written at or after since (zero: all),

@@ -120,11 +120,15 @@ type JournalTable struct {
 	State       TableState    `json:"state"`
 	Error       string        `json:"error,omitempty"`
 	Attempts    int           `json:"attempts,omitempty"`
-	// Stats of the attempts so far. A retried delete of an object a
-	// previous attempt removed counts again.
+	// Stats of the attempts so far: deletes the store confirmed.
 	VersionsRemoved int   `json:"versions_removed"`
 	FilesDeleted    int   `json:"files_deleted"`
 	BytesDeleted    int64 `json:"bytes_deleted"`
+	// Retry: the objects of the plan the last attempt that deleted did not
+	// get confirmed (failed, unknown, not reached); a resume carries out
+	// only these. Empty: the whole plan (an attempt that crashed leaves no
+	// list; re-deleting what is gone is a no-op, counted again).
+	Retry []string `json:"retry,omitempty"`
 }
 
 // RegistryCleanup is the registry's own part of a run: the old registry

@@ -115,6 +115,9 @@ type TableRun struct {
 	State   TableState `json:"state,omitempty"`
 	Notes   []string   `json:"notes,omitempty"`
 	err     error
+	// started: deleting began; remaining: what it did not get confirmed.
+	started   bool
+	remaining []string
 }
 
 // Err is the table's error, nil when it did not fail.
@@ -568,6 +571,13 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 		}
 		jt.Attempts++
 		runTable(ctx, s, au, *jt, &tr)
+		if tr.started {
+			// What this attempt did not get confirmed is all that is left.
+			jt.Retry = nil
+			if tr.err != nil && len(tr.remaining) <= maxRetryKeys {
+				jt.Retry = tr.remaining
+			}
+		}
 		jt.VersionsRemoved += tr.VersionsRemoved
 		jt.FilesDeleted += tr.FilesDeleted
 		jt.BytesDeleted += tr.BytesDeleted
@@ -715,6 +725,11 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 		}
 	}()
 	lp, err := readPlan(ctx, s, jt)
+	if err == nil && len(jt.Retry) > 0 {
+		// An earlier attempt deleted the rest, confirmed: only what it
+		// left is carried out (and counted) again.
+		lp = onlyFiles(lp, jt.Retry)
+	}
 	var line *AuditRecord
 	if err == nil {
 		versions, files, bytes := planned(lp)
@@ -738,19 +753,14 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 				tr.BytesDeleted = res.BytesDeleted
 				tr.FailedDeletes = res.Failed
 				tr.VersionsRemoved = res.ManifestsDeleted
+				tr.started, tr.remaining = res.Started, res.Remaining
 			}
-			if len(res.Failed) > 0 && manifestsGone(lp, res) {
-				// Every removed version's manifest is gone: what failed is
-				// files no version references any more. The table's plan is
-				// carried out as far as versions go; the next cleanup
-				// collects the leftovers (they are unreferenced and old), so
-				// one stuck file does not hold the run open for ever.
-				tr.Notes = append(tr.Notes, fmt.Sprintf("%d unreferenced object(s) could not be deleted (first %q: %s); the next cleanup collects them",
-					len(res.Failed), res.Failed[0].Key, res.Failed[0].Err))
-				err = nil
-			} else if err == nil && len(res.Failed) > 0 {
-				err = fmt.Errorf("%d object(s) could not be deleted (first %q: %s); `--resume` retries them", len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
+			if err == nil && res != nil && len(res.Failed) > 0 {
+				err = fmt.Errorf("%w: %d object(s) could not be deleted (first %q: %s)", lance.ErrDeletesFailed, len(res.Failed), res.Failed[0].Key, res.Failed[0].Err)
 			}
+			// A delete the store did not confirm keeps the table failed and
+			// the run resumable, even when only unreferenced files are
+			// left: the report says what happened, and `--resume` retries.
 		}
 	}
 	if err != nil {
@@ -763,6 +773,10 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 			line.Event, line.Error = AuditRemoveFailed, err.Error()
 		}
 		line.VersionsRemoved, line.FilesRemoved, line.BytesRemoved = tr.VersionsRemoved, tr.FilesDeleted, tr.BytesDeleted
+		line.FilesFailed = len(tr.FailedDeletes)
+		for _, f := range tr.FailedDeletes[:min(len(tr.FailedDeletes), auditFailedKeys)] {
+			line.Failed = append(line.Failed, f.Key)
+		}
 		if werr := au.write(ctx, *line); werr != nil {
 			// The "removing" line stands for these deletions.
 			tr.Notes = append(tr.Notes, "the audit line of the outcome was not written: "+werr.Error())
@@ -770,22 +784,27 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 	}
 }
 
-// manifestsGone: no failed delete of res is a manifest of a version lp
-// removes.
-func manifestsGone(lp *lance.Plan, res *lance.Result) bool {
-	removed := map[string]bool{}
-	for _, v := range lp.Versions {
-		if !v.Keep {
-			removed[v.Key] = true
+// onlyFiles is lp with only the files of keys left to delete (an earlier
+// attempt's remainder), in the plan's order: removed manifests first.
+func onlyFiles(lp *lance.Plan, keys []string) *lance.Plan {
+	left := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		left[k] = true
+	}
+	out := *lp
+	out.Files = nil
+	for _, f := range lp.Files {
+		if left[f.Key] {
+			out.Files = append(out.Files, f)
 		}
 	}
-	for _, f := range res.Failed {
-		if removed[f.Key] {
-			return false
-		}
-	}
-	return res.ManifestsDeleted > 0 || len(removed) == 0
+	return &out
 }
+
+// maxRetryKeys bounds the keys a journal keeps to retry; beyond it a
+// resume carries out the whole plan again (deleting what is already gone
+// is a no-op, but it is counted again).
+const maxRetryKeys = 10000
 
 // newestRemoved is, per branch, the newest version the plan removes.
 func newestRemoved(lp *lance.Plan) []checkpoint.BranchVersion {

@@ -435,42 +435,6 @@ func (d failDataDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.
 	return out, err
 }
 
-// TestRunUndeletableLeftovers: once every removed version's manifest is
-// gone, data files that cannot be deleted are unreferenced leftovers: the
-// table is done (with a note) and the run completes, instead of holding
-// the run open for ever; the next run finds them again.
-func TestRunUndeletableLeftovers(t *testing.T) {
-	dir, _ := setup(t)
-	drv, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := core.NewStore(bg, "localfs", failDataDeletes{Driver: drv, prefix: "deletes.lance/_transactions/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
-	if err != nil {
-		t.Fatalf("run with undeletable leftovers: %v", err)
-	}
-	var noted bool
-	for _, tr := range rep.Tables {
-		if tr.Table == "deletes.lance" {
-			noted = tr.State == TableDone && len(tr.FailedDeletes) > 0 && len(tr.Notes) > 0 && strings.Contains(tr.Notes[len(tr.Notes)-1], "next cleanup collects them")
-		}
-	}
-	if !noted {
-		t.Fatalf("report: %+v", rep.Tables)
-	}
-	if exists(t, dir, delV4) {
-		t.Fatal("the removed manifest survived")
-	}
-	if ops, err := OpenRuns(bg, s); err != nil || len(ops) != 0 {
-		t.Fatalf("open runs: %v %v", ops, err)
-	}
-}
-
 // TestReleaseReportsLostClaim: a claim already gone at the first release
 // was lost during the run, and release says so; gone after an attempt
 // whose outcome was unknown, it is our own delete.

@@ -128,12 +128,15 @@ func serveMetrics(addr string, m *maintenance.Metrics, log hclog.Logger) (func()
 
 // statusJSON is the JSON of `retain status`.
 type statusJSON struct {
-	Store      string             `json:"store"`
-	Daemon     *maintenance.State `json:"daemon"`
-	Claim      *claim.Payload     `json:"claim_holder"`
-	OpenRuns   []string           `json:"unfinished_cleanup_runs"`
-	Pins       protocol.Health    `json:"pin_health"`
-	ReportedAt time.Time          `json:"reported_at"`
+	Store  string             `json:"store"`
+	Daemon *maintenance.State `json:"daemon"`
+	Claim  *claim.Payload     `json:"claim_holder"`
+	// ClaimUnreadable is set when the claim object exists but cannot be
+	// read: the store is claimed by nothing that names an owner.
+	ClaimUnreadable *claim.Unreadable `json:"claim_unreadable,omitempty"`
+	OpenRuns        []string          `json:"unfinished_cleanup_runs"`
+	Pins            protocol.Health   `json:"pin_health"`
+	ReportedAt      time.Time         `json:"reported_at"`
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -153,8 +156,11 @@ func (a *app) statusCmd() *cobra.Command {
 				return err
 			}
 			p, _, err := claim.Read(ctx, s)
+			var ue *claim.UnreadableError
 			switch {
 			case errors.Is(err, core.ErrNotFound):
+			case errors.As(err, &ue):
+				st.ClaimUnreadable = &ue.Unreadable
 			case err != nil:
 				return err
 			default:
@@ -209,7 +215,9 @@ func (a *app) printStatus(st statusJSON) {
 			fmt.Fprintf(tw, "failures\t%d retention pass(es) failed since the last completed one: %s\n", d.RetentionFailures, d.LastError)
 		}
 	}
-	if st.Claim == nil {
+	if u := st.ClaimUnreadable; u != nil {
+		fmt.Fprintf(tw, "claim\theld by an UNREADABLE claim object (version %s): it %s; clear it with `%s`\n", u.Version, u.Why, u.TakeoverCommand(st.Store))
+	} else if st.Claim == nil {
 		fmt.Fprintf(tw, "claim\tfree\n")
 	} else {
 		fmt.Fprintf(tw, "claim\theld by %s (%s, operation %s) on %s pid %d since %s\n", st.Claim.Actor, st.Claim.Action, st.Claim.OperationID,

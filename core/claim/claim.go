@@ -101,9 +101,11 @@ func (e *UnreadableError) Error() string {
 
 func (e *UnreadableError) Is(target error) bool { return target == ErrUnreadable }
 
-// TakeoverCommand is the command that clears this object from store.
+// TakeoverCommand is the command that clears this object from store. The
+// version is given as --unreadable=V: a localfs version token may begin
+// with '-'.
 func (u *Unreadable) TakeoverCommand(store string) string {
-	return fmt.Sprintf("retain claim takeover %s --unreadable %s --reason R --owner-dead-attested WHY", store, shellWord(u.Version))
+	return fmt.Sprintf("retain claim takeover %s --unreadable=%s --reason R --owner-dead-attested WHY", shellWord(store), shellWord(u.Version))
 }
 
 // shellWord quotes s for a POSIX shell unless it needs none (version
@@ -130,7 +132,7 @@ type HeldError struct {
 func (e *HeldError) Error() string {
 	if e.Holder == nil {
 		if errors.Is(e.Err, ErrUnreadable) {
-			return fmt.Sprintf("%s: %s exists but could not be read: %v", ErrHeld, Key, e.Err)
+			return fmt.Sprintf("%s: %v", ErrHeld, e.Err)
 		}
 		return fmt.Sprintf("%s: %s exists but could not be read (%v); it stays held: see `retain claim status STORE`, and try again", ErrHeld, Key, e.Err)
 	}

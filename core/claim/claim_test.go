@@ -157,7 +157,7 @@ func TestCorruptClaimStaysHeld(t *testing.T) {
 	s.PutBytes(ctx, claim.Key, []byte("{not json"), core.PutOptions{})
 	_, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup"})
 	var held *claim.HeldError
-	if !errors.As(err, &held) || held.Holder != nil || !strings.Contains(err.Error(), "could not be read") {
+	if !errors.As(err, &held) || held.Holder != nil || !strings.Contains(err.Error(), "unreadable") {
 		t.Fatalf("corrupt claim: %v", err)
 	}
 }

@@ -51,7 +51,7 @@ func TestUnreadableClaimClearedOnlyByAttestedTakeover(t *testing.T) {
 						t.Fatalf("%s touched the unreadable claim: %+v %v", what, now, err)
 					}
 				}
-				way := "retain claim takeover STORE --unreadable " + info.Version + " --reason R --owner-dead-attested WHY"
+				way := "retain claim takeover STORE --unreadable=" + info.Version + " --reason R --owner-dead-attested WHY"
 
 				_, _, err = claim.Read(ctx, st)
 				var ue *claim.UnreadableError

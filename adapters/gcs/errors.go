@@ -2,10 +2,12 @@ package gcs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"syscall"
 
 	"cloud.google.com/go/auth"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 // mapErr classifies an error of the storage client from its typed form:
@@ -24,7 +27,74 @@ func mapErr(op, key string, err error) *core.Error {
 		return ce
 	}
 	kind, msg := classify(err)
-	return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: err}
+	return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
+}
+
+// responseError is what an error records of an error answer of GCS or of
+// the token endpoint: status, reason and the first line of the message,
+// masked and capped. Never the raw body: a misconfigured or hostile
+// endpoint may echo the request (its bearer token, or the signed
+// assertion sent to the token endpoint) into it. It unwraps to the
+// client's error, so errors.As still finds its types.
+type responseError struct {
+	what   string // "GCS" or "token endpoint"
+	status int
+	reason string
+	msg    string
+	err    error
+}
+
+// maxExcerpt bounds what of an endpoint's message an error quotes.
+const maxExcerpt = 200
+
+func (e *responseError) Error() string {
+	s := e.what + ": HTTP " + strconv.Itoa(e.status)
+	if e.reason != "" {
+		s += " " + e.reason
+	}
+	if e.msg != "" {
+		s += ": " + e.msg
+	}
+	return s
+}
+
+func (e *responseError) Unwrap() error { return e.err }
+
+// causeOf is what a *core.Error records of a client error: a
+// responseError for an answer of GCS or the token endpoint, any other
+// error with its text masked.
+func causeOf(err error) error {
+	var ae *auth.Error
+	if errors.As(err, &ae) && ae.Response != nil {
+		re := &responseError{what: "token endpoint", status: ae.Response.StatusCode, err: err}
+		var body struct {
+			Error       string `json:"error"`
+			Description string `json:"error_description"`
+		}
+		if json.Unmarshal(ae.Body, &body) == nil {
+			re.reason, re.msg = redact.Excerpt(body.Error, 64), redact.Excerpt(body.Description, maxExcerpt)
+		} else {
+			re.msg = redact.Excerpt(string(ae.Body), maxExcerpt)
+		}
+		return re
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		re := &responseError{what: "GCS", status: ge.Code, err: err}
+		msg := ge.Message
+		if len(ge.Errors) > 0 {
+			re.reason = redact.Excerpt(ge.Errors[0].Reason, 64)
+			if msg == "" {
+				msg = ge.Errors[0].Message
+			}
+		}
+		if msg == "" {
+			msg = ge.Body
+		}
+		re.msg = redact.Excerpt(msg, maxExcerpt)
+		return re
+	}
+	return redact.Error(err)
 }
 
 func classify(err error) (core.Kind, string) {
@@ -107,7 +177,7 @@ func (d *Driver) mapErrBucket(op, key string, err error) *core.Error {
 
 func (d *Driver) bucketGone(op, key string, err error) *core.Error {
 	return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
-		Msg: fmt.Sprintf("bucket %q does not exist (or is not visible to these credentials)", d.bucketName), Err: err}
+		Msg: fmt.Sprintf("bucket %q does not exist (or is not visible to these credentials)", d.bucketName), Err: causeOf(err)}
 }
 
 func ctxErr(op, key string, err error) *core.Error {

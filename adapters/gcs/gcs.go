@@ -41,12 +41,14 @@ import (
 	"sort"
 	"strings"
 
+	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 const (
@@ -217,8 +219,12 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 		if err != nil {
 			return nil, &core.Error{Op: op, Key: where, Kind: core.ErrPermissionDenied,
 				Msg: "no usable Google credentials: set GOOGLE_APPLICATION_CREDENTIALS to a key file, run `gcloud auth application-default login`, or run on Google Cloud (or set STORAGE_EMULATOR_HOST for an emulator)",
-				Err: err}
+				Err: redact.Error(err)}
 		}
+		// What the credentials hold (the key file's secrets) and every
+		// token they hand out are masked from this process's messages.
+		redact.RegisterGoogleJSON(creds.JSON())
+		creds.TokenProvider = maskedTokens{creds.TokenProvider}
 		opts = append(opts, option.WithAuthCredentials(creds))
 	}
 	// The client may keep the context it was built with for its
@@ -253,6 +259,18 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// maskedTokens registers every access token it hands out with redact, so
+// an endpoint echoing one back finds it masked.
+type maskedTokens struct{ auth.TokenProvider }
+
+func (m maskedTokens) Token(ctx context.Context) (*auth.Token, error) {
+	t, err := m.TokenProvider.Token(ctx)
+	if err == nil && t != nil {
+		redact.Register(t.Value)
+	}
+	return t, err
 }
 
 // checkBucket lists at most one object under the prefix: it proves the

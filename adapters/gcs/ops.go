@@ -58,7 +58,7 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	r, err = d.bucket.Object(name).Generation(attrs.Generation).ReadCompressed(true).NewReader(ctx)
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return nil, &core.Error{Op: op, Key: key, Kind: core.ErrTransient,
-			Msg: "the object was replaced between reading its attributes and its body; read again", Err: err}
+			Msg: "the object was replaced between reading its attributes and its body; read again", Err: causeOf(err)}
 	}
 	if err != nil {
 		return nil, mapErr(op, key, err)
@@ -78,7 +78,7 @@ func (r *reader) Read(p []byte) (int, error) {
 		if errors.Is(err, storage.ErrObjectNotExist) {
 			// A reopen after a broken stream found the generation gone.
 			return n, &core.Error{Op: "get", Key: r.key, Kind: core.ErrTransient,
-				Msg: "the object was replaced or deleted while being read; read again", Err: err}
+				Msg: "the object was replaced or deleted while being read; read again", Err: causeOf(err)}
 		}
 		return n, mapErr("get", r.key, err)
 	}
@@ -351,7 +351,7 @@ func (d *Driver) deleteIfGen(ctx context.Context, op, key, name string, gen int6
 			// generation gen is gone either way, which is what was asked.
 			return nil
 		}
-		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "the key does not exist; nothing was deleted", Err: err}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "the key does not exist; nothing was deleted", Err: causeOf(err)}
 	case aerr != nil:
 		e := mapErr(op, key, aerr)
 		e.Msg = "the conditional delete was refused and reading the object back to interpret it failed"
@@ -361,10 +361,10 @@ func (d *Driver) deleteIfGen(ctx context.Context, op, key, name string, gen int6
 		return e
 	case attrs.Generation == gen:
 		return &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
-			Msg: "GCS refused to delete generation " + genString(gen) + " although it is the live one; nothing was deleted", Err: err}
+			Msg: "GCS refused to delete generation " + genString(gen) + " although it is the live one; nothing was deleted", Err: causeOf(err)}
 	}
 	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
-		Msg: "the object has generation " + genString(attrs.Generation) + ", not " + genString(gen) + "; nothing was deleted", Err: err}
+		Msg: "the object has generation " + genString(attrs.Generation) + ", not " + genString(gen) + "; nothing was deleted", Err: causeOf(err)}
 }
 
 // deleteWith issues one conditional delete of generation gen.

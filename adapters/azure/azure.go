@@ -52,6 +52,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 const (
@@ -277,6 +278,9 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 	}
 
 	if cs := os.Getenv(envConnectionString); cs != "" {
+		// Its AccountKey or SAS is masked from this process's messages
+		// whatever an endpoint echoes back.
+		redact.RegisterConnectionString(cs)
 		if account != "" || endpoint != "" {
 			return nil, "", core.Errorf("", "", core.ErrInvalidArgument,
 				"%s is set and names its own endpoint and account: drop %s= and %s= from the store URI, or unset it", envConnectionString, OptAccount, OptEndpoint)
@@ -309,6 +313,7 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 	serviceURL += "/"
 
 	if key != "" {
+		redact.Register(key)
 		switch {
 		case account == "":
 			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s is set but no account names it: set %s or give %s=NAME", envKey, envAccount, OptAccount)
@@ -335,7 +340,7 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, "", core.Errorf("", "", core.ErrPermissionDenied, "no Azure credentials: set %s, or %s and %s, or configure DefaultAzureCredential (%v)", envConnectionString, envAccount, envKey, err)
+		return nil, "", core.Errorf("", "", core.ErrPermissionDenied, "no Azure credentials: set %s, or %s and %s, or configure DefaultAzureCredential (%v)", envConnectionString, envAccount, envKey, redact.Error(err))
 	}
 	svc, err := service.NewClient(serviceURL, credTagger{cred}, copts)
 	if err != nil {
@@ -353,6 +358,7 @@ func (c credTagger) GetToken(ctx context.Context, o policy.TokenRequestOptions) 
 	if err != nil {
 		return t, &credError{err}
 	}
+	redact.Register(t.Token)
 	return t, nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -18,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 )
 
 // ServiceError is the cause recorded for an error response of the service:
@@ -50,9 +50,12 @@ func serviceError(err error) (*ServiceError, bool) {
 	if !errors.As(err, &re) {
 		return nil, false
 	}
-	se := &ServiceError{Status: re.StatusCode, Code: re.ErrorCode}
+	// Code, request id and message are the endpoint's text, which a
+	// misconfigured or hostile endpoint may fill with the request it got
+	// (its Authorization header, a SAS query): masked, then capped.
+	se := &ServiceError{Status: re.StatusCode, Code: redact.Excerpt(re.ErrorCode, 64)}
 	if re.RawResponse != nil {
-		se.RequestID = re.RawResponse.Header.Get("x-ms-request-id")
+		se.RequestID = redact.Excerpt(re.RawResponse.Header.Get("x-ms-request-id"), 64)
 		// The signature mismatch message quotes the string to sign: keep
 		// authentication messages to their code.
 		if re.StatusCode != http.StatusForbidden {
@@ -74,21 +77,16 @@ func responseMessage(resp *http.Response) string {
 	if xml.Unmarshal(bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")), &doc) != nil {
 		return ""
 	}
-	msg, _, _ := strings.Cut(strings.TrimSpace(doc.Message), "\n")
-	msg = strings.TrimSpace(msg)
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
-	}
-	return msg
+	return redact.Excerpt(doc.Message, 200)
 }
 
 // cause is what to record as the cause of err: the compact service error
-// when it is a response, else err itself.
+// when it is a response, else err with its text masked.
 func cause(err error) error {
 	if se, ok := serviceError(err); ok {
 		return se
 	}
-	return err
+	return redact.Error(err)
 }
 
 // hasCode reports whether err is a service response with one of codes.
@@ -133,7 +131,7 @@ func (d *Driver) mapErr(op, key string, err error) error {
 	var authRequired *azidentity.AuthenticationRequiredError
 	if errors.As(err, &cred) || errors.As(err, &authFailed) || errors.As(err, &authRequired) {
 		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
-			Msg: "no usable Azure credentials (DefaultAzureCredential)", Err: err}
+			Msg: "no usable Azure credentials (DefaultAzureCredential)", Err: redact.Error(err)}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -142,9 +140,9 @@ func (d *Driver) mapErr(op, key string, err error) error {
 	}
 	var ne net.Error
 	if ue != nil || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "connection to the endpoint failed", Err: err}
+		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "connection to the endpoint failed", Err: redact.Error(err)}
 	}
-	return core.Wrap(op, key, core.ErrUnknown, err)
+	return core.Wrap(op, key, core.ErrUnknown, redact.Error(err))
 }
 
 // classify maps a service error response to a kind and a message.

@@ -42,6 +42,10 @@ func planKey(op string, i int) string {
 
 func openKey(op string) string { return openPrefix + op }
 
+// corruptKey keeps the bytes of a journal that did not parse when its run
+// is abandoned.
+func corruptKey(op string) string { return JournalPrefix + op + "/run.json.corrupt" }
+
 // RunState is where a cleanup run stands.
 type RunState string
 
@@ -187,9 +191,14 @@ func (w *journalWriter) save(ctx context.Context) error {
 	return nil
 }
 
+// ErrCorruptJournal: a cleanup run's journal does not parse (torn,
+// truncated, edited, or from another build). Nothing is resumed from it;
+// `retain cleanup run STORE --abandon OP` closes the run without reading it.
+var ErrCorruptJournal = errors.New("the cleanup journal does not parse")
+
 // ReadJournal reads the journal of operation op. A journal that does not
-// parse is refused: nothing is resumed from a record this build cannot
-// fully read.
+// parse is refused (ErrCorruptJournal): nothing is resumed from a record
+// this build cannot fully read.
 func ReadJournal(ctx context.Context, s *core.Store, op string) (*Journal, string, error) {
 	if err := checkOp(op); err != nil {
 		return nil, "", err
@@ -205,8 +214,8 @@ func ReadJournal(ctx context.Context, s *core.Store, op string) (*Journal, strin
 		if err == nil {
 			err = fmt.Errorf("format %d, operation %q", j.Format, j.OperationID)
 		}
-		return nil, "", core.Errorf("cleanup-journal", JournalKey(op), core.ErrUnknown,
-			"the cleanup journal does not parse (%v): nothing was resumed; inspect the object, and abandon the run (`retain cleanup run --abandon %s`) only once you know what it did", err, op)
+		return nil, "", fmt.Errorf("%w: %w", ErrCorruptJournal, core.Errorf("cleanup-journal", JournalKey(op), core.ErrUnknown,
+			"the cleanup journal does not parse (%v): nothing was resumed; inspect the object, and abandon the run (`retain cleanup run STORE --abandon %s`) only once you know what it did", err, op))
 	}
 	return &j, info.Version, nil
 }
@@ -311,7 +320,7 @@ type IncompleteError struct {
 }
 
 func (e *IncompleteError) Error() string {
-	msg := fmt.Sprintf("cleanup run %s stopped part-way (%d table(s) done, %d left); nothing pinned was touched; finish it with `retain cleanup run --resume`, which carries out the same plans", e.OperationID, e.Done, e.Left)
+	msg := fmt.Sprintf("cleanup run %s stopped part-way (%d table(s) done, %d left); nothing pinned was touched; finish it with `retain cleanup run STORE --resume --confirm-write-outage`, which carries out the same plans", e.OperationID, e.Done, e.Left)
 	if e.FirstFailure != "" {
 		msg += "; first failure: " + e.FirstFailure
 	}

@@ -202,8 +202,7 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		return rep, err
 	}
 	if len(open) > 0 {
-		return rep, fmt.Errorf("%w: %s (and %d more): finish it with `retain cleanup run --resume` (it carries out the plans it published) or drop it with `--abandon %s`; nothing was deleted: %w",
-			ErrRunOpen, open[0], len(open)-1, open[0], core.Errorf("cleanup-run", openKey(open[0]), core.ErrPreconditionFailed, "unfinished cleanup run"))
+		return rep, openRunError(ctx, s, loc, open)
 	}
 	popts := protocol.Options{Actor: o.Actor, Scope: scope}
 	conflicted := map[string]string{}
@@ -669,9 +668,10 @@ func closeRun(ctx context.Context, jw *journalWriter) error {
 // Abandon closes an unfinished run without carrying out the rest of it,
 // under the claim (taken over like Resume when the run's own process
 // died). Its published boundaries stay: versions behind them remain
-// refused as checkpoint targets. The next run plans afresh.
+// refused as checkpoint targets. The next run plans afresh. A journal that
+// does not parse is closed without being read (abandonCorrupt).
 func Abandon(ctx context.Context, s *core.Store, loc core.Location, op string, o ResumeOptions) (j *Journal, err error) {
-	if j, _, err = ReadJournal(ctx, s, op); err != nil {
+	if j, _, err = ReadJournal(ctx, s, op); err != nil && !errors.Is(err, ErrCorruptJournal) && core.KindOf(err) != core.ErrNotFound {
 		return nil, err
 	}
 	h, err := resumeClaim(ctx, s, loc, op, o)
@@ -684,6 +684,9 @@ func Abandon(ctx context.Context, s *core.Store, loc core.Location, op string, o
 		}
 	}()
 	j, ver, err := ReadJournal(ctx, s, op)
+	if errors.Is(err, ErrCorruptJournal) || core.KindOf(err) == core.ErrNotFound {
+		return abandonCorrupt(ctx, s, h, op, !errors.Is(err, ErrCorruptJournal))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -66,7 +66,7 @@ file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level (trace, debug, info, warn, error); env RETAIN_LOG")
 	root.PersistentFlags().StringVar(&a.adapterPath, "adapter", os.Getenv("RETAIN_ADAPTER"), "open every store through this vendor adapter plugin binary instead of the bundled adapter for its scheme; env RETAIN_ADAPTER")
 	root.PersistentFlags().StringVar(&a.adapterSHA256, "adapter-sha256", os.Getenv("RETAIN_ADAPTER_SHA256"), "expected SHA-256 (hex) of the --adapter binary, refused if it differs (recommended); env RETAIN_ADAPTER_SHA256")
-	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd())
+	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
 	refuseUnknownCommands(root)
 	return root
 }

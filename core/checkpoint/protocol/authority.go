@@ -160,3 +160,8 @@ func conflictsError(rep *Report) error {
 	}
 	return errorf("reconcile", "", ErrConflicts, "%d conflict(s) left untouched: see the report", len(rep.Conflicts))
 }
+
+// recordOf is the pin record of a pin of cp (p nil: its registry pin).
+func recordOf(cp checkpoint.Checkpoint, p *checkpoint.Pin) checkpoint.PinRecord {
+	return checkpoint.NewPinRecord(cp.ID, cp.Name, cp.SourceBranch, cp.CreatedAt, cp.Actor, len(cp.Rows), p)
+}

@@ -297,9 +297,10 @@ func describeTag(t lance.Tag) string {
 	return fmt.Sprintf("%s version %d (manifest %d bytes)", b, t.Version, t.ManifestSize)
 }
 
-// ensureTableTag creates a table pin tag idempotently.
-func ensureTableTag(ctx context.Context, ds *lance.Dataset, tag string, p checkpoint.Pin, size int64) error {
-	_, err := ds.CreateTagOnBranch(ctx, tag, p.Branch, p.Version, nil)
+// ensureTableTag creates a table pin tag idempotently, carrying its
+// record (rec: the checkpoint's header fields and this pin).
+func ensureTableTag(ctx context.Context, ds *lance.Dataset, tag string, p checkpoint.Pin, size int64, rec checkpoint.PinRecord) error {
+	_, err := ds.CreateTagOnBranch(ctx, tag, p.Branch, p.Version, rec.Metadata())
 	if errors.Is(err, lance.ErrTagExists) {
 		t, rerr := ds.ReadTag(ctx, tag)
 		if rerr != nil {
@@ -313,9 +314,10 @@ func ensureTableTag(ctx context.Context, ds *lance.Dataset, tag string, p checkp
 	return err
 }
 
-// ensureRegistryTag creates a registry pin idempotently.
-func ensureRegistryTag(ctx context.Context, rds *lance.Dataset, tag string, ref checkpoint.Ref) error {
-	_, err := rds.PutTagFile(ctx, lance.Tag{Name: tag, Version: uint64(ref.Version), ManifestSize: uint64(ref.Size)})
+// ensureRegistryTag creates a registry pin idempotently, carrying its
+// record (the checkpoint's header fields).
+func ensureRegistryTag(ctx context.Context, rds *lance.Dataset, tag string, ref checkpoint.Ref, rec checkpoint.PinRecord) error {
+	_, err := rds.PutTagFile(ctx, lance.Tag{Name: tag, Version: uint64(ref.Version), ManifestSize: uint64(ref.Size), Metadata: rec.Metadata()})
 	if errors.Is(err, lance.ErrTagExists) {
 		t, rerr := rds.ReadTag(ctx, tag)
 		if rerr != nil {
@@ -484,7 +486,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 		if err != nil {
 			return nil, false, err
 		}
-		if err := ensureTableTag(ctx, ds, ct.Tag, pins[i], ct.ref.Size); err != nil {
+		if err := ensureTableTag(ctx, ds, ct.Tag, pins[i], ct.ref.Size, checkpoint.NewPinRecord(id, name, branch, now, actor, len(pins), &pins[i])); err != nil {
 			if errors.Is(err, core.ErrNotFound) {
 				rollback()
 				return nil, false, refusal("create", ct.Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", ct.Version), err)
@@ -495,7 +497,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 			failpoint.Hit(FPCreateMidTags)
 		}
 	}
-	if err := ensureRegistryTag(ctx, rds, regTag, ref); err != nil {
+	if err := ensureRegistryTag(ctx, rds, regTag, ref, checkpoint.NewPinRecord(id, name, branch, now, actor, len(pins), nil)); err != nil {
 		return nil, false, err
 	}
 	failpoint.Hit(FPCreateAfterTags)

@@ -76,7 +76,7 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	var cp checkpoint.Checkpoint
 	pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
 	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
-		if err := reconcile(ctx, s, reg, o.scope(loc), pre); err != nil {
+		if err := reconcile(ctx, s, reg, o.scope(loc), pre, false); err != nil {
 			return err
 		}
 		if authorityLost(pre) {

@@ -38,16 +38,21 @@ var (
 	// deleted (kind core.ErrPreconditionFailed). The way out is
 	// `retain registry recover` (RecoverHint).
 	ErrAuthorityLost = errors.New("checkpoint authority lost or rewritten")
+	// ErrRegistryDamaged: registry verify found versions that do not read
+	// or pins the registry does not account for (kind
+	// core.ErrPreconditionFailed); the report names the way out.
+	ErrRegistryDamaged = errors.New("the registry is damaged")
 )
 
 var kindOf = map[error]core.Kind{
-	ErrSourceChanged: core.ErrPreconditionFailed,
-	ErrPinConflict:   core.ErrUnknown,
-	ErrReservedTag:   core.ErrInvalidArgument,
-	ErrNoTables:      core.ErrNotFound,
-	ErrMissingTarget: core.ErrNotFound,
-	ErrConflicts:     core.ErrPreconditionFailed,
-	ErrAuthorityLost: core.ErrPreconditionFailed,
+	ErrSourceChanged:   core.ErrPreconditionFailed,
+	ErrPinConflict:     core.ErrUnknown,
+	ErrReservedTag:     core.ErrInvalidArgument,
+	ErrNoTables:        core.ErrNotFound,
+	ErrMissingTarget:   core.ErrNotFound,
+	ErrConflicts:       core.ErrPreconditionFailed,
+	ErrAuthorityLost:   core.ErrPreconditionFailed,
+	ErrRegistryDamaged: core.ErrPreconditionFailed,
 }
 
 // Error is a protocol refusal: checkpoint's error type, with the kind of

@@ -110,7 +110,7 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 	}()
 	failpoint.Hit(FPReconcileAfterClaim)
 	rep = &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep) })
+	err = o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep, false) })
 	if err != nil {
 		return rep, err
 	}
@@ -124,7 +124,7 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Location) (*Report, error) {
 	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
 	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err := o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep) })
+	err := o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep, false) })
 	if err != nil {
 		return rep, err
 	}
@@ -136,7 +136,7 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Loca
 // puts the registry's authority in doubt does it act: sidecars, repairs,
 // reclaims, in that order. A store whose authority is in doubt is left
 // exactly as it was.
-func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report) error {
+func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report, readOnly bool) error {
 	v, snap, err := reg.Head(ctx)
 	if err != nil {
 		return err
@@ -280,7 +280,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 			reclaims = append(reclaims, reclaim{ds: ds, root: root, tag: t, id: pt.CheckpointID, why: why})
 		}
 	}
-	if authorityLost(rep) {
+	if readOnly || authorityLost(rep) {
 		return nil // touch nothing: conflictsError names the way out
 	}
 
@@ -317,7 +317,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	for _, r := range regPins {
 		ref, _ := checkpoint.ParseRef(r.rp.PhysicalRef)
 		if st, detail := tagHealth(ctx, rds, r.rp); st == PinMissing {
-			if err := ensureRegistryTag(ctx, rds, r.rp.Tag, ref); err != nil {
+			if err := ensureRegistryTag(ctx, rds, r.rp.Tag, ref, recordOf(r.cp, nil)); err != nil {
 				conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()})
 			} else {
 				rep.Repaired = append(rep.Repaired, PinEvent{Path: checkpoint.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: checkpoint.MainBranch, Version: r.rp.Version})
@@ -391,7 +391,7 @@ func repairRow(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, r c
 	case !got.SameCommit(ref) || got.Size != ref.Size:
 		return &Conflict{Kind: ConflictIncarnationChanged, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d is another commit now (the table was recreated): the pin is not recreated on it", cp.ID, cp.Name, r.Version)}
 	}
-	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size); err != nil {
+	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size, recordOf(cp, &r.Pin)); err != nil {
 		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}
 	}
 	rep.Repaired = append(rep.Repaired, PinEvent{Path: r.Path, Tag: tag, CheckpointID: cp.ID, Name: cp.Name, Branch: r.Branch, Version: r.Version})

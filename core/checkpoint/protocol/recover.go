@@ -1,0 +1,672 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/lance"
+)
+
+// Registry recover: the way out of ErrAuthorityLost. Pins the registry
+// cannot account for are evidence of checkpoints it lost; recover puts
+// them back live, in one new registry version, from the best proof each
+// pin offers:
+//
+//  1. the registry version its registry pin names, if that version still
+//     exists and its bytes digest to the pin's name (the checkpoint as it
+//     was published);
+//  2. the pin's own record (tag metadata "retain.pin", written by every
+//     create and repair), if the tag's name is its digest;
+//  3. the dead create's sidecar that lists the tag;
+//  4. otherwise (a pin written before records existed) the version the
+//     tag points at is pinned afresh under the catalog's table id and the
+//     old tag is deleted only after the new pin is published.
+//
+// A live checkpoint whose registry pin no longer verifies (its publishing
+// version deleted or rewritten) is republished at the new version. A head
+// that does not read is built over: recover writes above every stored
+// version, leaving the unreadable ones in the history. Nothing is ever
+// unpinned before its replacement is published, so a recover that dies
+// part-way over-retains and runs again.
+
+// Recover sources.
+const (
+	SourceRegistry = "registry-version" // the version its registry pin names
+	SourceRecord   = "pin-record"       // the tag's own record
+	SourceSidecar  = "sidecar"          // the dead create's sidecar
+	SourceRepinned = "re-pinned"        // pinned afresh: no proof survived
+	SourceLive     = "live"             // the head's own header (republished)
+)
+
+// RecoverOptions configure Recover.
+type RecoverOptions struct {
+	DryRun bool
+	// Audit, if set, is called with "recovering" before the first write
+	// (an error stops the recovery with nothing changed) and "recovered"
+	// after the last.
+	Audit func(ctx context.Context, event, operationID, actor string, rep *RecoverReport) error
+}
+
+// RecoverReport is what Recover found and did.
+type RecoverReport struct {
+	// From is the newest registry version that reads; Corrupt the ones
+	// above it that do not (left in the history).
+	From    checkpoint.Version   `json:"from"`
+	Corrupt []checkpoint.Version `json:"corrupt"`
+	// RegistryVersion is the version recover wrote, 0 if none.
+	RegistryVersion checkpoint.Version    `json:"registry_version"`
+	Checkpoints     []RecoveredCheckpoint `json:"checkpoints"`
+	// Replaced are the pins deleted after their replacements were
+	// published: stale registry pins and pins re-pinned afresh.
+	Replaced        []PinEvent `json:"replaced"`
+	SidecarsRemoved []string   `json:"sidecars_removed"`
+	// Unrecoverable are pins recover could not place; they stay, and the
+	// store stays refused until they are dealt with.
+	Unrecoverable []Conflict `json:"unrecoverable"`
+	DryRun        bool       `json:"dry_run"`
+}
+
+// RecoveredCheckpoint is one checkpoint recover put back live.
+type RecoveredCheckpoint struct {
+	ID           checkpoint.ID  `json:"id"`
+	Name         string         `json:"name"`
+	OriginalName string         `json:"original_name,omitempty"`
+	Source       string         `json:"source"`
+	Tables       []RecoveredPin `json:"tables"`
+}
+
+// RecoveredPin is one table pin of a recovered checkpoint.
+type RecoveredPin struct {
+	Path     string `json:"path"`
+	Branch   string `json:"branch"`
+	Version  uint64 `json:"version"`
+	Tag      string `json:"tag"`
+	Source   string `json:"source"`
+	Replaces string `json:"replaces,omitempty"`
+}
+
+// Recover runs registry recover with the zero Options.
+func Recover(ctx context.Context, s *core.Store, loc core.Location, ro RecoverOptions) (*RecoverReport, error) {
+	return Options{}.Recover(ctx, s, loc, ro)
+}
+
+// Recover rebuilds, under the claim, the checkpoints the registry lost
+// from their surviving pins (see the comment above).
+func (o Options) Recover(ctx context.Context, s *core.Store, loc core.Location, ro RecoverOptions) (rep *RecoverReport, err error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	op := "recover-" + string(checkpoint.NewID())
+	h, err := acquire(ctx, s, loc, o, "registry-recover", op)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	rep = &RecoverReport{Corrupt: []checkpoint.Version{}, Checkpoints: []RecoveredCheckpoint{}, Replaced: []PinEvent{},
+		SidecarsRemoved: []string{}, Unrecoverable: []Conflict{}, DryRun: ro.DryRun}
+	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+		r := &recovery{s: s, reg: reg, rep: rep, op: op, actor: h.Payload().Actor, now: time.Now().UTC().Truncate(time.Millisecond)}
+		if o.Actor != "" {
+			r.actor = o.Actor
+		}
+		return r.run(ctx, ro)
+	})
+	return rep, err
+}
+
+type recovery struct {
+	s     *core.Store
+	reg   *checkpoint.Registry
+	rep   *RecoverReport
+	op    string
+	actor string
+	now   time.Time
+
+	base  *checkpoint.Snapshot
+	top   checkpoint.Version // the newest stored version, readable or not
+	draft *checkpoint.Snapshot
+	// newIDs: table ids chosen for re-pinned tables not in the catalog.
+	newIDs map[string]checkpoint.ID
+	// writes before the commit, deletes after it
+	newTags []pendingTag
+	stale   []reclaim
+	used    []string // sidecar keys to delete
+	// livePin: the registry pins of the base's live checkpoints that
+	// verify; a restored one is republished, so its old pin goes.
+	livePin map[checkpoint.ID]lance.Tag
+}
+
+type pendingTag struct {
+	id       checkpoint.ID
+	root     string
+	tag      string
+	pin      checkpoint.Pin
+	size     int64
+	replaces string
+}
+
+type found struct {
+	root string
+	tag  lance.Tag
+}
+
+func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
+	if err := r.readBase(ctx); err != nil {
+		return err
+	}
+	// Sidecars the registry contradicts are evidence; the others are
+	// reconcile's to finish or roll back.
+	sidecars := map[checkpoint.ID]*Sidecar{}
+	sidecarKey := map[checkpoint.ID]string{}
+	settled := map[checkpoint.ID]bool{}
+	keys, err := listSidecars(ctx, r.s)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		sc, err := readSidecar(ctx, r.s, key)
+		if err != nil {
+			continue // unreadable: reconcile reports it
+		}
+		outcome, _, err := judgeSidecar(ctx, r.reg, r.base.Version, r.base, sc)
+		if err != nil {
+			return err
+		}
+		if outcome == "" {
+			sidecars[sc.CheckpointID], sidecarKey[sc.CheckpointID] = sc, key
+		} else {
+			settled[sc.CheckpointID] = true
+		}
+	}
+	paths, err := DiscoverTables(ctx, r.s)
+	if err != nil {
+		return err
+	}
+	tags := map[string][]lance.Tag{}
+	for _, root := range append([]string{checkpoint.RegistryPath}, paths...) {
+		ds, err := lance.Open(r.s, root)
+		if err != nil {
+			return err
+		}
+		ts, err := ds.ListTags(ctx)
+		var mal *lance.MalformedRefsError
+		switch {
+		case errors.As(err, &mal):
+			for _, k := range mal.Keys() {
+				r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictMalformedTag, Path: root, Tag: k, Detail: "unreadable tag file: restore or remove it by hand, then recover again"})
+			}
+		case errors.Is(err, core.ErrNotFound):
+		case err != nil:
+			return err
+		}
+		tags[root] = ts
+	}
+
+	// What the base explains: its live checkpoints' row pins, and their
+	// registry pins where the publishing version still verifies.
+	explained := map[string]bool{} // "root:tag"
+	republish := map[checkpoint.ID]bool{}
+	r.livePin = map[checkpoint.ID]lance.Tag{}
+	for _, cp := range r.base.Live() {
+		rp, err := registryPin(ctx, r.reg, cp)
+		if err != nil && !errors.Is(err, checkpoint.ErrCorruptRegistry) {
+			return err
+		}
+		if err != nil || rp.Tag == "" || !hasTag(tags[checkpoint.RegistryPath], rp.Tag) {
+			republish[cp.ID] = true
+		} else {
+			explained[checkpoint.RegistryPath+":"+rp.Tag] = true
+			for _, t := range tags[checkpoint.RegistryPath] {
+				if t.Name == rp.Tag {
+					r.livePin[cp.ID] = t
+				}
+			}
+		}
+		for _, row := range cp.Rows {
+			tag, err := checkpoint.TablePinTag(cp.ID, row.Pin)
+			if err != nil {
+				return err
+			}
+			explained[row.Path+":"+tag] = true
+		}
+	}
+	byID := map[checkpoint.ID][]found{}
+	for root, ts := range tags {
+		for _, t := range ts {
+			if !checkpoint.IsReservedTag(t.Name) || explained[root+":"+t.Name] {
+				continue
+			}
+			pt, err := checkpoint.ParsePinTag(t.Name)
+			if err != nil || settled[pt.CheckpointID] {
+				continue // unknown-reserved: reported by reconcile; settled: reconcile's
+			}
+			if c, err := r.base.ByID(pt.CheckpointID); err == nil && c.State == checkpoint.Tombstoned {
+				continue // reclaimable leftovers of a deleted checkpoint
+			}
+			byID[pt.CheckpointID] = append(byID[pt.CheckpointID], found{root: root, tag: t})
+		}
+	}
+	for id := range republish {
+		if _, ok := byID[id]; !ok {
+			byID[id] = nil
+		}
+	}
+	for id := range sidecars {
+		if _, ok := byID[id]; !ok {
+			// None of its tags survived: nothing to recover, the sidecar
+			// protects nothing.
+			r.used = append(r.used, sidecarKey[id])
+		}
+	}
+	if len(byID) == 0 && len(r.rep.Corrupt) == 0 && len(r.used) == 0 {
+		return nil // nothing lost
+	}
+
+	r.draft = r.base.NextAt(r.top + 1)
+	r.newIDs = map[string]checkpoint.ID{}
+	ids := make([]checkpoint.ID, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	// Checkpoints with a proof first: one pinned afresh takes the catalog
+	// entry of its table only where no proven row already named one.
+	proven := func(id checkpoint.ID) bool {
+		if _, err := r.base.ByID(id); err == nil || sidecars[id] != nil {
+			return true
+		}
+		for _, f := range byID[id] {
+			if _, ok, err := checkpoint.ParsePinRecord(f.tag.Metadata); ok && err == nil {
+				return true
+			}
+		}
+		return false
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if pi, pj := proven(ids[i]), proven(ids[j]); pi != pj {
+			return pi
+		}
+		return ids[i] < ids[j]
+	})
+	for _, id := range ids {
+		if err := r.restoreOne(ctx, id, byID[id], sidecars[id]); err != nil {
+			return err
+		}
+		if sidecars[id] != nil {
+			r.used = append(r.used, sidecarKey[id])
+		}
+	}
+	if ro.DryRun {
+		return nil
+	}
+	return r.publish(ctx, ro)
+}
+
+// readBase finds the newest version that reads: the head, or below a
+// head that does not.
+func (r *recovery) readBase(ctx context.Context) error {
+	v, snap, err := r.reg.Head(ctx)
+	if err == nil {
+		r.base, r.top, r.rep.From = snap, v, v
+		return nil
+	}
+	if !errors.Is(err, checkpoint.ErrCorruptRegistry) {
+		return err
+	}
+	vs, err := r.reg.History(ctx, 10_000_000)
+	if err != nil {
+		return err
+	}
+	r.base = checkpoint.Empty()
+	for i := len(vs) - 1; i >= 0; i-- {
+		snap, err := r.reg.Read(ctx, vs[i])
+		if err == nil {
+			r.base, r.rep.From = snap, vs[i]
+			break
+		}
+		if !errors.Is(err, checkpoint.ErrCorruptRegistry) {
+			return err
+		}
+		r.rep.Corrupt = append(r.rep.Corrupt, vs[i])
+	}
+	if len(vs) > 0 {
+		r.top = vs[len(vs)-1]
+	}
+	return nil
+}
+
+// restoreOne rebuilds checkpoint id from its unexplained pins fs.
+func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found, sc *Sidecar) error {
+	rc := RecoveredCheckpoint{ID: id, Tables: []RecoveredPin{}}
+	var nc checkpoint.NewCheckpoint
+	published := map[string]checkpoint.Pin{} // by path: the rows a proven source gives
+	haveHeader := false
+	if cp, err := r.base.ByID(id); err == nil {
+		nc = checkpoint.NewCheckpoint{ID: id, Name: cp.Name, SourceBranch: cp.SourceBranch, CreatedAt: cp.CreatedAt, Actor: cp.Actor}
+		for _, row := range cp.Rows {
+			nc.Pins = append(nc.Pins, row.Pin)
+		}
+		rc.Source, haveHeader = SourceLive, true
+		if t, ok := r.livePin[id]; ok {
+			r.stale = append(r.stale, reclaim{root: checkpoint.RegistryPath, tag: t, id: id, why: "replaced by the registry pin of the recovered version"})
+		}
+	}
+	// Proof 1: a registry pin whose version still digests to its name.
+	for _, f := range fs {
+		if f.root != checkpoint.RegistryPath {
+			continue
+		}
+		r.stale = append(r.stale, reclaim{root: f.root, tag: f.tag, id: id, why: "replaced by the registry pin of the recovered version"})
+		if haveHeader && rc.Source != SourceLive {
+			continue
+		}
+		snap, err := r.reg.Read(ctx, checkpoint.Version(f.tag.Version))
+		if err != nil {
+			continue
+		}
+		name, err := checkpoint.RegistryPinTag(id, checkpoint.RegistryTarget(snap.Ref()))
+		if err != nil || name != f.tag.Name {
+			continue
+		}
+		cp, err := snap.ByID(id)
+		if err != nil || cp.State != checkpoint.Live {
+			continue
+		}
+		for _, row := range cp.Rows {
+			published[row.Path] = row.Pin
+		}
+		if !haveHeader {
+			nc = checkpoint.NewCheckpoint{ID: id, Name: cp.Name, SourceBranch: cp.SourceBranch, CreatedAt: cp.CreatedAt, Actor: cp.Actor}
+			rc.Source, haveHeader = fmt.Sprintf("%s %d", SourceRegistry, f.tag.Version), true
+		}
+	}
+	if sc != nil {
+		for _, p := range sc.Tables {
+			published[p.Pin.Path] = p.Pin
+		}
+		if !haveHeader {
+			nc = checkpoint.NewCheckpoint{ID: id, Name: sc.Name, SourceBranch: sc.SourceBranch, CreatedAt: sc.CreatedAt, Actor: sc.Actor}
+			rc.Source, haveHeader = SourceSidecar, true
+		}
+	}
+	rows := map[string]checkpoint.Pin{}
+	for _, p := range nc.Pins {
+		rows[p.Path] = p
+	}
+	explainedAt := map[string]bool{}
+	for path, p := range rows {
+		if tag, err := checkpoint.TablePinTag(id, p); err == nil {
+			explainedAt[path] = tagIn(fs, path, tag) || r.tagExists(ctx, path, tag)
+		}
+	}
+	for _, f := range fs {
+		if f.root == checkpoint.RegistryPath {
+			if rec, ok, err := checkpoint.ParsePinRecord(f.tag.Metadata); ok && err == nil && rec.Checkpoint == id && !haveHeader {
+				nc = checkpoint.NewCheckpoint{ID: id, Name: rec.Name, SourceBranch: rec.SourceBranch, CreatedAt: rec.CreatedAt, Actor: rec.Actor}
+				rc.Source, haveHeader = SourceRecord, true
+			}
+			continue
+		}
+		branch := branchOf(f.tag)
+		pin, src, ok := r.provenPin(id, f, branch, published)
+		if ok && !haveHeader {
+			if rec, rok, err := checkpoint.ParsePinRecord(f.tag.Metadata); rok && err == nil {
+				nc = checkpoint.NewCheckpoint{ID: id, Name: rec.Name, SourceBranch: rec.SourceBranch, CreatedAt: rec.CreatedAt, Actor: rec.Actor}
+				rc.Source, haveHeader = SourceRecord, true
+			}
+		}
+		if ok && !r.fitsCatalog(pin) {
+			ok = false
+		}
+		rp := RecoveredPin{Path: f.root, Branch: branch, Version: f.tag.Version, Tag: f.tag.Name, Source: src}
+		if !ok {
+			var err error
+			if pin, err = r.repin(ctx, f, branch); err != nil {
+				r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Path: f.root, Tag: f.tag.Name, Detail: err.Error()})
+				continue
+			}
+			tag, err := checkpoint.TablePinTag(id, pin)
+			if err != nil {
+				return err
+			}
+			rp.Tag, rp.Source, rp.Replaces = tag, SourceRepinned, f.tag.Name
+			size, _ := lance.ParsePhysRef(pin.PhysicalRef)
+			r.newTags = append(r.newTags, pendingTag{id: id, root: f.root, tag: tag, pin: pin, size: size.Size, replaces: f.tag.Name})
+			r.stale = append(r.stale, reclaim{root: f.root, tag: f.tag, id: id, why: "re-pinned as " + tag})
+		}
+		if old, taken := rows[f.root]; taken && explainedAt[f.root] && old.Version != pin.Version {
+			// The checkpoint already pins this table, and that pin is
+			// present: two versions for one row cannot be told apart.
+			r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Path: f.root, Tag: f.tag.Name,
+				Detail: fmt.Sprintf("checkpoint %s already pins %s at version %d; this pin (version %d) is kept and reported", id, f.root, old.Version, f.tag.Version)})
+			r.dropPending(f.tag.Name)
+			continue
+		}
+		rows[f.root] = pin
+		rc.Tables = append(rc.Tables, rp)
+	}
+	if !haveHeader {
+		branch := checkpoint.MainBranch
+		created := r.now
+		for _, f := range fs {
+			if f.root != checkpoint.RegistryPath {
+				branch = branchOf(f.tag)
+			}
+			if !f.tag.CreatedAt.IsZero() && f.tag.CreatedAt.Before(created) {
+				created = f.tag.CreatedAt
+			}
+		}
+		nc = checkpoint.NewCheckpoint{ID: id, Name: recoveredName(id), SourceBranch: branch, CreatedAt: created, Actor: r.actor}
+		rc.Source = SourceRepinned
+	}
+	if len(rows) == 0 {
+		return nil // nothing left to pin
+	}
+	nc.Pins = nc.Pins[:0]
+	for _, p := range rows {
+		nc.Pins = append(nc.Pins, p)
+	}
+	sort.Slice(nc.Pins, func(i, j int) bool { return nc.Pins[i].TableID < nc.Pins[j].TableID })
+	cp, err := r.draft.Restore(nc, r.now)
+	if errors.Is(err, checkpoint.ErrNameTaken) {
+		rc.OriginalName, nc.Name = nc.Name, recoveredName(id)
+		cp, err = r.draft.Restore(nc, r.now)
+	}
+	if err != nil {
+		r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Detail: fmt.Sprintf("checkpoint %s: %v", id, err)})
+		return nil
+	}
+	rc.Name = cp.Name
+	r.rep.Checkpoints = append(r.rep.Checkpoints, rc)
+	return nil
+}
+
+// provenPin is the pin f's own proof gives: its record, or a published
+// row (registry version or sidecar) whose digest is its name.
+func (r *recovery) provenPin(id checkpoint.ID, f found, branch string, published map[string]checkpoint.Pin) (checkpoint.Pin, string, bool) {
+	if rec, ok, err := checkpoint.ParsePinRecord(f.tag.Metadata); ok && err == nil && rec.Checkpoint == id {
+		if p, err := rec.TablePin(f.tag.Name, f.root, branch, f.tag.Version); err == nil {
+			return p, SourceRecord, true
+		}
+	}
+	if p, ok := published[f.root]; ok {
+		if tag, err := checkpoint.TablePinTag(id, p); err == nil && tag == f.tag.Name {
+			return p, "published row", true
+		}
+	}
+	return checkpoint.Pin{}, "", false
+}
+
+// fitsCatalog reports whether p can be restored as is: its table id at its
+// path, or neither known.
+func (r *recovery) fitsCatalog(p checkpoint.Pin) bool {
+	byPath, okPath := r.draft.TableByPath(p.Path)
+	byID, okID := r.draft.TableByID(p.TableID)
+	switch {
+	case okPath && byPath.ID != p.TableID:
+		return false
+	case okID && byID.Path != p.Path:
+		return false
+	}
+	return true
+}
+
+// repin pins f's version afresh: the catalog's table id at its path (or a
+// new one) in its current incarnation, the version's current physical ref.
+func (r *recovery) repin(ctx context.Context, f found, branch string) (checkpoint.Pin, error) {
+	ds, err := lance.Open(r.s, f.root)
+	if err != nil {
+		return checkpoint.Pin{}, err
+	}
+	if branch != checkpoint.MainBranch {
+		if ds, err = ds.Branch(branch); err != nil {
+			return checkpoint.Pin{}, err
+		}
+	}
+	v, err := ds.VersionAt(ctx, f.tag.Version)
+	if err != nil {
+		return checkpoint.Pin{}, fmt.Errorf("the pinned version %d on %s cannot be read (%v): nothing to re-pin; the tag is kept", f.tag.Version, branch, err)
+	}
+	ref, err := ds.PhysRef(ctx, v)
+	if err != nil {
+		return checkpoint.Pin{}, fmt.Errorf("the pinned version %d on %s: %v; the tag is kept", f.tag.Version, branch, err)
+	}
+	p := checkpoint.Pin{Incarnation: 1, Target: checkpoint.Target{Path: f.root, Branch: branch, Version: f.tag.Version, PhysicalRef: ref.String()}}
+	if t, ok := r.draft.TableByPath(f.root); ok {
+		p.TableID, p.Incarnation = t.ID, t.Incarnation
+	} else if id, ok := r.newIDs[f.root]; ok {
+		p.TableID = id
+	} else {
+		p.TableID = checkpoint.NewID()
+		r.newIDs[f.root] = p.TableID
+	}
+	return p, nil
+}
+
+// dropPending forgets the re-pin planned for oldTag: it stays as it is.
+func (r *recovery) dropPending(oldTag string) {
+	for i, st := range r.stale {
+		if st.tag.Name == oldTag {
+			r.stale = append(r.stale[:i], r.stale[i+1:]...)
+			break
+		}
+	}
+	for i, nt := range r.newTags {
+		if nt.replaces == oldTag {
+			r.newTags = append(r.newTags[:i], r.newTags[i+1:]...)
+			break
+		}
+	}
+}
+
+func (r *recovery) tagExists(ctx context.Context, root, tag string) bool {
+	ds, err := lance.Open(r.s, root)
+	if err != nil {
+		return false
+	}
+	_, err = ds.ReadTag(ctx, tag)
+	return err == nil
+}
+
+// publish writes the new pins, commits the recovered version, then
+// deletes what it replaced.
+func (r *recovery) publish(ctx context.Context, ro RecoverOptions) error {
+	if ro.Audit != nil {
+		if err := ro.Audit(ctx, "recovering", r.op, r.actor, r.rep); err != nil {
+			return err
+		}
+	}
+	_, ref, err := r.draft.Encode()
+	if err != nil {
+		return err
+	}
+	rds := registryDataset(r.s)
+	restored := map[checkpoint.ID]checkpoint.Checkpoint{}
+	for _, rc := range r.rep.Checkpoints {
+		cp, err := r.draft.ByID(rc.ID)
+		if err != nil {
+			return err
+		}
+		restored[rc.ID] = cp
+	}
+	// Tags first, authority last: the re-pinned table pins, then every
+	// restored checkpoint's registry pin for the version about to be
+	// written.
+	for _, nt := range r.newTags {
+		cp, ok := restored[nt.id]
+		if !ok {
+			continue
+		}
+		ds, err := lance.Open(r.s, nt.root)
+		if err != nil {
+			return err
+		}
+		if err := ensureTableTag(ctx, ds, nt.tag, nt.pin, nt.size, recordOf(cp, &nt.pin)); err != nil {
+			return fmt.Errorf("re-pinning %s: %w", nt.root, err)
+		}
+	}
+	for _, rc := range r.rep.Checkpoints {
+		cp := restored[rc.ID]
+		tag, err := checkpoint.RegistryPinTag(cp.ID, checkpoint.RegistryTarget(ref))
+		if err != nil {
+			return err
+		}
+		if err := ensureRegistryTag(ctx, rds, tag, ref, recordOf(cp, nil)); err != nil {
+			return err
+		}
+	}
+	if _, err := r.reg.Commit(ctx, r.top, r.draft); err != nil {
+		return fmt.Errorf("publishing the recovered registry version %d (the new pins stay; run recover again): %w", r.draft.Version, err)
+	}
+	r.rep.RegistryVersion = r.draft.Version
+	for _, st := range r.stale {
+		if _, ok := restored[st.id]; !ok {
+			continue // its checkpoint was not restored: the pin stays
+		}
+		ds, err := lance.Open(r.s, st.root)
+		if err == nil {
+			err = deleteTag(ctx, ds, st.tag.Name)
+		}
+		if err != nil {
+			r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictWrongTarget, Path: st.root, Tag: st.tag.Name, Detail: "replaced, but deleting it failed (reconcile reclaims it): " + err.Error()})
+			continue
+		}
+		r.rep.Replaced = append(r.rep.Replaced, PinEvent{Path: st.root, Tag: st.tag.Name, CheckpointID: st.id, Branch: branchOf(st.tag), Version: st.tag.Version, Why: st.why})
+	}
+	for _, key := range r.used {
+		if err := r.s.Delete(ctx, key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		r.rep.SidecarsRemoved = append(r.rep.SidecarsRemoved, key)
+	}
+	if ro.Audit != nil {
+		return ro.Audit(ctx, "recovered", r.op, r.actor, r.rep)
+	}
+	return nil
+}
+
+func recoveredName(id checkpoint.ID) string { return "recovered/" + string(id) }
+
+func hasTag(ts []lance.Tag, name string) bool {
+	for _, t := range ts {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func tagIn(fs []found, root, tag string) bool {
+	for _, f := range fs {
+		if f.root == root && f.tag.Name == tag {
+			return true
+		}
+	}
+	return false
+}

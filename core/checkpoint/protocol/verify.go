@@ -1,0 +1,97 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+)
+
+// VerifyReport is what `retain registry verify` found: whether the
+// registry still accounts for every pin in the store. It changes nothing.
+type VerifyReport struct {
+	// Head is the registry's head version; HeadError says why it does
+	// not read, if it does not.
+	Head      checkpoint.Version `json:"head"`
+	HeadError string             `json:"head_error,omitempty"`
+	// Versions is how many stored versions were read; Unreadable the ones
+	// that do not read.
+	Versions   int                  `json:"versions"`
+	Unreadable []checkpoint.Version `json:"unreadable"`
+	// Problems are the conflicts reconcile would report, without acting;
+	// AuthorityLost is true when one of them refuses every deletion.
+	Problems      []Conflict `json:"problems"`
+	AuthorityLost bool       `json:"authority_lost"`
+	// Next is the one command that gets the store out, if any.
+	Next string `json:"next,omitempty"`
+}
+
+// OK reports whether nothing is wrong. Unreadable versions below a head
+// that reads are reported but harmless: the head is the authority, and
+// every version a live checkpoint was published in is checked through its
+// registry pin (a problem if it does not verify). They are what `registry
+// recover` leaves behind when it builds over a head that did not read.
+func (r *VerifyReport) OK() bool {
+	return r.HeadError == "" && len(r.Problems) == 0
+}
+
+// Verify checks, read-only and without the claim, that the registry
+// proves its history and accounts for every pin: every stored version
+// reads (History: the one check whose cost grows with the depth), and
+// reconcile's reading of the store finds nothing it could not explain.
+// A damaged registry is ErrRegistryDamaged with the report.
+func Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyReport, error) {
+	return Options{}.Verify(ctx, s, loc)
+}
+
+// Verify is Verify with o's scope.
+func (o Options) Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyReport, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	out := &VerifyReport{Unreadable: []checkpoint.Version{}, Problems: []Conflict{}}
+	vs, err := reg.History(ctx, 10_000_000)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		_, err := reg.Read(ctx, v)
+		switch {
+		case errors.Is(err, checkpoint.ErrCorruptRegistry):
+			out.Unreadable = append(out.Unreadable, v)
+		case err != nil && !errors.Is(err, core.ErrNotFound):
+			return nil, err
+		}
+		out.Versions++
+	}
+	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
+	err = reconcile(ctx, s, reg, o.scope(loc), rep, true)
+	out.Head = rep.RegistryVersion
+	switch {
+	case errors.Is(err, checkpoint.ErrCorruptRegistry):
+		out.HeadError = err.Error()
+	case err != nil:
+		return nil, err
+	}
+	out.Problems = rep.Conflicts
+	out.AuthorityLost = authorityLost(rep)
+	if out.OK() {
+		return out, nil
+	}
+	if out.HeadError != "" || out.AuthorityLost {
+		out.Next = "retain registry recover STORE"
+	} else {
+		out.Next = "retain reconcile STORE"
+	}
+	return out, errorf("verify", "", ErrRegistryDamaged, "%s; run `%s`", out.summary(), out.Next)
+}
+
+func (r *VerifyReport) summary() string {
+	switch {
+	case r.HeadError != "":
+		return "the head does not read: " + r.HeadError
+	case r.AuthorityLost:
+		return fmt.Sprintf("%d problem(s): pins the registry cannot account for", len(r.Problems))
+	}
+	return fmt.Sprintf("%d problem(s) reconcile can settle or report", len(r.Problems))
+}

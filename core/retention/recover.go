@@ -1,0 +1,37 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint/protocol"
+)
+
+// Audit events of `retain registry recover`: before its first write, the
+// checkpoints it will restore and the pins it will replace; after its
+// last, what it did.
+const (
+	AuditRegistryRecovering = "registry_recovering"
+	AuditRegistryRecovered  = "registry_recovered"
+)
+
+// RecoverRegistry is `retain registry recover`: protocol.Recover under the
+// claim, its changes framed by audit lines like every removal (no line,
+// no change). dryRun reports what it would do and writes nothing.
+func RecoverRegistry(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, dryRun bool) (*protocol.RecoverReport, error) {
+	audit := func(ctx context.Context, event, op, actor string, rep *protocol.RecoverReport) error {
+		au := &auditor{s: s, op: op, actor: actor}
+		r := AuditRecord{Event: AuditRegistryRecovering, Table: checkpoint.RegistryPath}
+		for _, c := range rep.Checkpoints {
+			r.Versions = append(r.Versions, fmt.Sprintf("checkpoint %s (%s) from %s, %d table(s)", c.ID, c.Name, c.Source, len(c.Tables)))
+		}
+		if event == "recovered" {
+			r.Event, r.FilesRemoved = AuditRegistryRecovered, len(rep.Replaced)
+			r.Cutoff = fmt.Sprintf("registry version %d", rep.RegistryVersion)
+		}
+		return au.write(ctx, r)
+	}
+	return o.Recover(ctx, s, loc, protocol.RecoverOptions{DryRun: dryRun, Audit: audit})
+}

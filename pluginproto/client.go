@@ -48,6 +48,13 @@ type LaunchConfig struct {
 	Logger hclog.Logger
 	// StartTimeout bounds the wait for the plugin's handshake; default 30s.
 	StartTimeout time.Duration
+	// CallTimeout bounds each wait for an answer from the plugin (Open,
+	// Stat, Delete, DeleteMany, List, the gates, a Get's first message, a
+	// Put's final answer); IdleTimeout bounds each wait for progress of a
+	// body stream. A plugin that exceeds one is killed (see deadline.go).
+	// Zero: $RETAIN_CALL_TIMEOUT / $RETAIN_IDLE_TIMEOUT, else one minute.
+	CallTimeout time.Duration
+	IdleTimeout time.Duration
 
 	// noPdeathsig leaves the kernel's parent-death signal off, so a test
 	// can prove the plugin's own parent watch.
@@ -65,7 +72,12 @@ type Client struct {
 	rpc     pb.StorageClient
 	exited  context.Context // ends when the plugin process has exited
 	img     *verifiedImage  // the verified image it runs from, if any
+	cmd     *exec.Cmd       // the plugin process, for a SIGKILL
 	closed  atomic.Bool
+	// callTimeout and idleTimeout are the limits of deadline.go; dead
+	// says why the host killed the plugin, once it has.
+	callTimeout, idleTimeout time.Duration
+	dead                     atomic.Pointer[string]
 	// readOnly: the host asked for a read-only open. Capabilities then
 	// always declare read-only, even from a plugin that predates the field,
 	// so the portable Store refuses writes before they cross the wire.
@@ -100,7 +112,9 @@ func LaunchBundled(ctx context.Context, adapterName string, loc core.Location, l
 // mutual TLS) and opens cfg.Location. Every error is an *core.Error:
 // ErrPermissionDenied for a digest mismatch, ErrUnsupported for a plugin
 // that speaks no protocol version this host does, ErrUnavailable for a
-// plugin that fails to start, and the adapter's own error from Open.
+// plugin that fails to start or does not answer Open within the call
+// timeout, ErrInvalidArgument for a malformed timeout setting, and the
+// adapter's own error from Open.
 func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	const op = "launch"
 	name := cfg.Adapter
@@ -119,12 +133,12 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 				"the expected SHA-256 of plugin %s for adapter %q is not 64 hex digits: %q", cfg.Path, name, cfg.SHA256)
 		}
 	}
-	cmd := exec.Command(cfg.Path, cfg.Args...)
-	if cmd.Err != nil {
-		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: cmd.Err,
+	look := exec.Command(cfg.Path) // finds it on $PATH
+	if look.Err != nil {
+		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: look.Err,
 			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", cfg.Path, name)}
 	}
-	path := cmd.Path // as found on $PATH
+	path := look.Path
 	if _, err := os.Stat(path); err != nil {
 		return nil, &core.Error{Op: op, Kind: core.ErrInvalidArgument, Err: err,
 			Msg: fmt.Sprintf("cannot run plugin %s for adapter %q", path, name)}
@@ -151,6 +165,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	}
 	if timeout <= 0 {
 		return nil, launchCtxError(name, path, context.DeadlineExceeded)
+	}
+	callTimeout, idleTimeout, err := timeouts(cfg)
+	if err != nil {
+		return nil, err
 	}
 
 	// With a digest, what runs is the image whose bytes were hashed, never
@@ -180,10 +198,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	var (
 		gp  *plugin.Client
 		d   *dispensed
-		err error
+		cmd *exec.Cmd
 	)
 	for attempt := 0; ; attempt++ {
-		cmd := exec.Command(path, cfg.Args...)
+		cmd = exec.Command(path, cfg.Args...)
 		if img != nil {
 			cmd.Path = img.path
 			cmd.Args[0] = path
@@ -234,9 +252,11 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 		return nil, launchError(name, path, err)
 	}
 
-	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, img: img, readOnly: cfg.Location.ReadOnly}
-	if _, err := c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)}); err != nil {
-		err = c.convertErr(ctx, "open", "", err)
+	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, img: img, cmd: cmd,
+		callTimeout: callTimeout, idleTimeout: idleTimeout, readOnly: cfg.Location.ReadOnly}
+	if _, err := unary(ctx, c, "open", "", func(ctx context.Context) (*pb.OpenResponse, error) {
+		return c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)})
+	}); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -335,24 +355,24 @@ func (c *Client) pluginGone() bool {
 }
 
 // Close kills the plugin process: a graceful shutdown first, then SIGKILL
-// after two seconds. The plugin closes its driver on a graceful shutdown.
+// after two seconds (or at once, for a plugin too frozen to be asked). The
+// plugin closes its driver on a graceful shutdown.
 func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
-	if c.gp != nil {
-		c.gp.Kill()
-	}
+	c.stop()
 	c.img.release()
 	return nil
 }
 
-// ready refuses calls on a closed client.
+// ready refuses calls on a closed client, and on one whose plugin the host
+// killed.
 func (c *Client) ready(op, key string) error {
 	if c.closed.Load() {
 		return core.Errorf(op, key, core.ErrInvalidArgument, "the plugin client for adapter %q is closed", c.adapter)
 	}
-	return nil
+	return c.deadErr(op, key)
 }
 
 func (c *Client) Capabilities(ctx context.Context) (core.Capabilities, error) {
@@ -360,9 +380,11 @@ func (c *Client) Capabilities(ctx context.Context) (core.Capabilities, error) {
 	if err := c.ready(op, ""); err != nil {
 		return core.Capabilities{}, err
 	}
-	resp, err := c.rpc.Capabilities(ctx, &pb.CapabilitiesRequest{})
+	resp, err := unary(ctx, c, op, "", func(ctx context.Context) (*pb.CapabilitiesResponse, error) {
+		return c.rpc.Capabilities(ctx, &pb.CapabilitiesRequest{})
+	})
 	if err != nil {
-		return core.Capabilities{}, c.convertErr(ctx, op, "", err)
+		return core.Capabilities{}, err
 	}
 	caps := capsFromPB(resp)
 	if c.readOnly && !caps.ReadOnly {
@@ -379,9 +401,11 @@ func (c *Client) Stat(ctx context.Context, key string) (core.Info, error) {
 	if err := core.ValidateKey(op, key); err != nil {
 		return core.Info{}, err
 	}
-	resp, err := c.rpc.Stat(ctx, &pb.StatRequest{Key: key})
+	resp, err := unary(ctx, c, op, key, func(ctx context.Context) (*pb.StatResponse, error) {
+		return c.rpc.Stat(ctx, &pb.StatRequest{Key: key})
+	})
 	if err != nil {
-		return core.Info{}, c.convertErr(ctx, op, key, err)
+		return core.Info{}, err
 	}
 	return infoFromPB(resp.Info), nil
 }
@@ -397,30 +421,35 @@ func (c *Client) Get(ctx context.Context, key string) (*core.Reader, error) {
 	if err := core.ValidateKey(op, key); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := context.WithCancelCause(ctx)
+	r := &getReader{c: c, ctx: ctx, sctx: sctx, cancel: func() { cancel(nil) }, dog: watchdog{cancel: cancel}, key: key}
+	// Until the first message (the info) the plugin is answering a call.
+	r.dog.arm(c.callLimit(), errCallTimeout)
 	stream, err := c.rpc.Get(sctx, &pb.GetRequest{Key: key})
-	if err != nil {
-		cancel()
-		return nil, c.convertErr(ctx, op, key, err)
+	var first *pb.GetResponse
+	if err == nil {
+		first, err = stream.Recv()
 	}
-	first, err := stream.Recv()
+	r.dog.disarm()
 	if err != nil {
-		cancel()
 		if err == io.EOF {
-			return nil, core.Errorf(op, key, core.ErrUnknown,
+			err = core.Errorf(op, key, core.ErrUnknown,
 				"adapter %q's plugin broke the protocol: the get stream ended without the object's info", c.adapter)
+		} else {
+			err = r.streamErr(err)
 		}
-		return nil, c.convertErr(ctx, op, key, err)
+		r.cancel()
+		return nil, err
 	}
 	if first.Info == nil {
-		cancel()
+		r.cancel()
 		return nil, core.Errorf(op, key, core.ErrUnknown,
 			"adapter %q's plugin broke the protocol: the get stream did not start with the object's info", c.adapter)
 	}
 	info := infoFromPB(first.Info)
-	r := &getReader{c: c, ctx: ctx, cancel: cancel, stream: stream, key: key, size: info.Size}
+	r.stream, r.size = stream, info.Size
 	if err := r.take(first.Data); err != nil {
-		cancel()
+		r.cancel()
 		return nil, err
 	}
 	return &core.Reader{Info: info, ReadCloser: r}, nil
@@ -429,7 +458,9 @@ func (c *Client) Get(ctx context.Context, key string) (*core.Reader, error) {
 type getReader struct {
 	c      *Client
 	ctx    context.Context // the caller's
-	cancel context.CancelFunc
+	sctx   context.Context // the stream's
+	cancel func()
+	dog    watchdog
 	stream pb.Storage_GetClient
 	key    string
 	size   int64 // declared by the info
@@ -457,7 +488,10 @@ func (r *getReader) Read(p []byte) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
+		// Only the wait on the plugin counts, not the caller's pace.
+		r.dog.arm(r.c.idleLimit(), errIdleTimeout)
 		m, err := r.stream.Recv()
+		r.dog.disarm()
 		switch {
 		case err == io.EOF:
 			if r.got < r.size {
@@ -471,7 +505,7 @@ func (r *getReader) Read(p []byte) (int, error) {
 			if r.closed.Load() {
 				r.err = core.Errorf("get", r.key, core.ErrInvalidArgument, "read after Close")
 			} else {
-				r.err = r.c.convertErr(r.ctx, "get", r.key, err)
+				r.err = r.streamErr(err)
 			}
 			r.cancel()
 		case m.Info != nil:
@@ -488,6 +522,22 @@ func (r *getReader) Read(p []byte) (int, error) {
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]
 	return n, nil
+}
+
+// streamErr is err of the stream as a *core.Error; one the host's own
+// limit caused kills the plugin.
+func (r *getReader) streamErr(err error) error {
+	switch context.Cause(r.sctx) {
+	case errCallTimeout:
+		if cutShort(r.ctx, r.sctx, time.Time{}, err) {
+			return r.c.hung("get", r.key, "did not answer "+describe("get", r.key), r.c.callLimit(), EnvCallTimeout)
+		}
+	case errIdleTimeout:
+		if cutShort(r.ctx, r.sctx, time.Time{}, err) {
+			return r.c.hung("get", r.key, "sent nothing more of the body for "+describe("get", r.key), r.c.idleLimit(), EnvIdleTimeout)
+		}
+	}
+	return r.c.convertErr(r.ctx, "get", r.key, err)
 }
 
 // Close ends the stream, whether or not the body was read to the end.
@@ -529,11 +579,32 @@ func (c *Client) Put(ctx context.Context, key string, body io.Reader, opts core.
 	if err := core.ValidateKey(op, key); err != nil {
 		return core.Info{}, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
 	defer cancel()
+	dog := watchdog{cancel: cancelCause}
+	defer dog.disarm()
+	// streamErr is err of the stream as a *core.Error; one the host's own
+	// limit caused kills the plugin.
+	var sent int64
+	streamErr := func(err error) error {
+		switch context.Cause(sctx) {
+		case errCallTimeout:
+			if cutShort(ctx, sctx, time.Time{}, err) {
+				return c.hung(op, key, "did not answer "+describe(op, key), c.putLimit(sent), EnvCallTimeout)
+			}
+		case errIdleTimeout:
+			if cutShort(ctx, sctx, time.Time{}, err) {
+				return c.hung(op, key, "took in nothing more of the body for "+describe(op, key), c.idleLimit(), EnvIdleTimeout)
+			}
+		}
+		return c.convertErr(ctx, op, key, err)
+	}
+	dog.arm(c.callLimit(), errCallTimeout)
 	stream, err := c.rpc.Put(sctx)
+	dog.disarm()
 	if err != nil {
-		return core.Info{}, c.convertErr(ctx, op, key, err)
+		return core.Info{}, streamErr(err)
 	}
 	hdr := &pb.PutHeader{Key: key, Mode: uint32(opts.Mode), IfVersion: []byte(opts.IfVersion)}
 	if l, ok := body.(interface{ Len() int }); ok {
@@ -592,21 +663,29 @@ func (c *Client) Put(ctx context.Context, key string, body io.Reader, opts core.
 		}
 		if ch.n > 0 || msg.Header != nil {
 			msg.Data = data
-			if err := stream.Send(msg); err != nil {
+			// Send blocks while the plugin takes in no more (flow
+			// control): that wait is the plugin's progress.
+			dog.arm(c.idleLimit(), errIdleTimeout)
+			err := stream.Send(msg)
+			dog.disarm()
+			if err != nil {
 				if err == io.EOF {
 					break // the plugin ended the call: CloseAndRecv says why
 				}
-				return core.Info{}, c.convertErr(ctx, op, key, err)
+				return core.Info{}, streamErr(err)
 			}
+			sent += int64(ch.n)
 			msg.Header = nil
 		}
 		if ch.eof {
 			break
 		}
 	}
+	dog.arm(c.putLimit(sent), errCallTimeout)
 	resp, err := stream.CloseAndRecv()
+	dog.disarm()
 	if err != nil {
-		return core.Info{}, c.convertErr(ctx, op, key, err)
+		return core.Info{}, streamErr(err)
 	}
 	return infoFromPB(resp.Info), nil
 }
@@ -619,8 +698,10 @@ func (c *Client) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if err := core.ValidateKey(op, key); err != nil {
 		return err
 	}
-	_, err := c.rpc.Delete(ctx, &pb.DeleteRequest{Key: key, IfVersion: []byte(opts.IfVersion)})
-	return c.convertErr(ctx, op, key, err)
+	_, err := unary(ctx, c, op, key, func(ctx context.Context) (*pb.DeleteResponse, error) {
+		return c.rpc.Delete(ctx, &pb.DeleteRequest{Key: key, IfVersion: []byte(opts.IfVersion)})
+	})
+	return err
 }
 
 // DeleteMany sends the valid keys in one call; invalid keys get their own
@@ -643,9 +724,11 @@ func (c *Client) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	if len(send) == 0 {
 		return out, nil
 	}
-	resp, err := c.rpc.DeleteMany(ctx, &pb.DeleteManyRequest{Keys: send})
+	resp, err := unary(ctx, c, op, "", func(ctx context.Context) (*pb.DeleteManyResponse, error) {
+		return c.rpc.DeleteMany(ctx, &pb.DeleteManyRequest{Keys: send})
+	})
 	if err != nil {
-		return nil, c.convertErr(ctx, op, "", err)
+		return nil, err
 	}
 	res := make([]core.DeleteResult, len(resp.Results))
 	for i, r := range resp.Results {
@@ -685,9 +768,11 @@ func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if !utf8.ValidString(opts.StartAfter) {
 		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "StartAfter %q is not valid UTF-8, so it is no key", opts.StartAfter)
 	}
-	resp, err := c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize)})
+	resp, err := unary(ctx, c, op, opts.Prefix, func(ctx context.Context) (*pb.ListResponse, error) {
+		return c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize)})
+	})
 	if err != nil {
-		return core.ListPage{}, c.convertErr(ctx, op, opts.Prefix, err)
+		return core.ListPage{}, err
 	}
 	page := core.ListPage{More: resp.More, Objects: make([]core.Info, len(resp.Objects))}
 	for i, o := range resp.Objects {
@@ -704,9 +789,11 @@ func (c *Client) AcquireGate(ctx context.Context, name string) (core.GateLease, 
 	if !utf8.ValidString(name) {
 		return core.GateLease{}, core.Errorf(op, name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", name)
 	}
-	resp, err := c.rpc.AcquireGate(ctx, &pb.AcquireGateRequest{Name: name})
+	resp, err := unary(ctx, c, op, name, func(ctx context.Context) (*pb.AcquireGateResponse, error) {
+		return c.rpc.AcquireGate(ctx, &pb.AcquireGateRequest{Name: name})
+	})
 	if err != nil {
-		return core.GateLease{}, c.convertErr(ctx, op, name, err)
+		return core.GateLease{}, err
 	}
 	return core.GateLease{Name: resp.Name, Token: string(resp.Token)}, nil
 }
@@ -719,6 +806,8 @@ func (c *Client) ReleaseGate(ctx context.Context, lease core.GateLease) error {
 	if !utf8.ValidString(lease.Name) {
 		return core.Errorf(op, lease.Name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", lease.Name)
 	}
-	_, err := c.rpc.ReleaseGate(ctx, &pb.ReleaseGateRequest{Name: lease.Name, Token: []byte(lease.Token)})
-	return c.convertErr(ctx, op, lease.Name, err)
+	_, err := unary(ctx, c, op, lease.Name, func(ctx context.Context) (*pb.ReleaseGateResponse, error) {
+		return c.rpc.ReleaseGate(ctx, &pb.ReleaseGateRequest{Name: lease.Name, Token: []byte(lease.Token)})
+	})
+	return err
 }

@@ -21,6 +21,13 @@
 // if the plugin process died mid-call the host reports core.ErrUnavailable,
 // because the outcome of the call is unknown.
 //
+// No call waits forever: each has a deadline (the call timeout for an
+// answer, the idle timeout for each wait on a body stream's progress), and a
+// plugin that misses one is killed and its calls fail with
+// core.ErrUnavailable (see deadline.go). A plugin binary with an expected
+// digest runs from a private image of exactly the bytes that were hashed,
+// never from its path (see verify.go).
+//
 // Neither side trusts the other with keys: the host validates before
 // sending and the plugin validates again before calling its driver.
 //

@@ -169,9 +169,11 @@ func ctxError(op, key string, cerr error) *core.Error {
 
 // unavailable reports a plugin that stopped answering mid-call.
 func (c *Client) unavailable(op, key string, cause error) *core.Error {
-	what := op
-	if key != "" {
-		what += fmt.Sprintf(" of %q", key)
+	what := describe(op, key)
+	if why := c.dead.Load(); why != nil {
+		return &core.Error{Op: op, Key: key, Kind: core.ErrUnavailable, Err: cause, Msg: fmt.Sprintf(
+			"the plugin for adapter %q was killed during %s because it %s; "+
+				"the outcome of the call is unknown: check the object before retrying", c.adapter, what, *why)}
 	}
 	return &core.Error{Op: op, Key: key, Kind: core.ErrUnavailable, Err: cause, Msg: fmt.Sprintf(
 		"the plugin process for adapter %q exited or crashed (its connection broke) during %s; "+

@@ -226,7 +226,7 @@ func (s *server) Get(req *pb.GetRequest, stream pb.Storage_GetServer) error {
 	// whole body.
 	msg := &pb.GetResponse{Info: infoToPB(r.Info)}
 	for {
-		n, eof, rerr := fill(r, buf)
+		n, eof, rerr := fillFor(r, buf, flushEvery)
 		if rerr != nil {
 			return toStatus(op, req.Key, rerr)
 		}
@@ -291,6 +291,32 @@ func (s *server) Put(stream pb.Storage_PutServer) error {
 		return err
 	}
 	return stream.SendAndClose(&pb.PutResponse{Info: infoToPB(info)})
+}
+
+// flushEvery is the longest Get holds body bytes it has read before it
+// sends them: the host judges a body stream by its progress (its idle
+// timeout), so a slow source must show what it has, while a fast one still
+// fills whole chunks.
+const flushEvery = 100 * time.Millisecond
+
+// fillFor is fill that also stops, with what it has, once a read returns
+// after d has passed.
+func fillFor(r io.Reader, buf []byte, d time.Duration) (n int, eof bool, err error) {
+	start := time.Now()
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+		if n > 0 && time.Since(start) >= d {
+			break
+		}
+	}
+	return n, false, nil
 }
 
 // putBody is the body of a Put as the driver reads it: the chunks of the

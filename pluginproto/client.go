@@ -208,6 +208,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			cmd.ExtraFiles = img.extraFiles
 		}
 		cmd.Env = env
+		if img != nil {
+			cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], img.env...)
+		}
 		setProcAttr(cmd, !cfg.noPdeathsig)
 		gp = plugin.NewClient(&plugin.ClientConfig{
 			HandshakeConfig:  handshake,

@@ -66,6 +66,7 @@ type serveConfig struct {
 const parentPoll = 200 * time.Millisecond
 
 func serve(a core.Adapter, cfg serveConfig) {
+	closeInheritedImage()
 	level := hclog.LevelFromString(os.Getenv(envLogLevel))
 	if level == hclog.NoLevel {
 		level = hclog.Info

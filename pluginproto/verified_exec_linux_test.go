@@ -248,6 +248,13 @@ func TestVerifiedImage(t *testing.T) {
 			if _, err := c.Stat(context.Background(), "a"); !isKind(err, core.ErrNotFound) {
 				t.Fatal(err)
 			}
+			// The plugin closed the descriptor of its image it inherited.
+			fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", c.pid()))
+			for _, fd := range fds {
+				if l, _ := os.Readlink(fd); strings.HasPrefix(l, "/memfd:retain-plugin:") {
+					t.Errorf("the plugin still holds its image open as %s", fd)
+				}
+			}
 			wrong := sha256.Sum256(nil)
 			_, err = Launch(context.Background(), func() LaunchConfig {
 				cfg := testConfig("mem")

@@ -43,7 +43,8 @@ type verifiedImage struct {
 	extraFiles []*os.File
 	file       *os.File // the memfd, held until the child has exec'd
 	memfd      bool
-	dir        string // the copy's private directory
+	env        []string // for the plugin's environment
+	dir        string   // the copy's private directory
 }
 
 // started is called once the plugin process has exec'd (or failed to): the
@@ -69,6 +70,10 @@ func (v *verifiedImage) release() {
 		os.RemoveAll(v.dir)
 	}
 }
+
+// envImageFD tells a plugin run from a memfd which inherited descriptor is
+// its image, for Serve to close.
+const envImageFD = "RETAIN_PLUGIN_IMAGE_FD"
 
 // errDigest is a verified image whose bytes did not have the expected digest.
 type errDigest struct{ actual []byte }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -55,9 +57,25 @@ func memfdImage(src io.Reader, name string) (*verifiedImage, []byte, error) {
 		ro, n = os.NewFile(uintptr(m), "memfd:retain-plugin:"+name), m
 	}
 	// The child gets the image at descriptor n too (nil entries are closed
-	// in the child), so /proc/self/fd/n names it there. The plugin keeps
-	// that one read-only descriptor of its own image open.
+	// in the child), so /proc/self/fd/n names it there. Serve closes that
+	// inherited descriptor (closeInheritedImage).
 	extra := make([]*os.File, n-3+1)
 	extra[n-3] = ro
-	return &verifiedImage{path: fmt.Sprintf("/proc/self/fd/%d", n), extraFiles: extra, file: ro, memfd: true}, sum, nil
+	return &verifiedImage{path: fmt.Sprintf("/proc/self/fd/%d", n), extraFiles: extra, file: ro, memfd: true,
+		env: []string{envImageFD + "=" + strconv.Itoa(n)}}, sum, nil
+}
+
+// closeInheritedImage closes the descriptor of its own image a plugin run
+// from a memfd inherits, once exec no longer needs it, so it does not pass
+// on to the plugin's own children. Only a descriptor that is such an image
+// is closed.
+func closeInheritedImage() {
+	n, err := strconv.Atoi(os.Getenv(envImageFD))
+	if err != nil || n < 3 {
+		return
+	}
+	os.Unsetenv(envImageFD)
+	if target, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", n)); err == nil && strings.HasPrefix(target, "/memfd:retain-plugin:") {
+		unix.Close(n)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +76,11 @@ func versionBodies(t testing.TB, depth int, put func(v Version, body []byte)) {
 		t.Fatal("the version field is not where the test expects it")
 	}
 	for v := 1; v <= depth; v++ {
-		put(Version(v), bytes.Replace(body, old, []byte(fmt.Sprintf(`"version":"%020d"`, v)), 1))
+		field := fmt.Sprintf(`"version":"%020d"`, v)
+		if v > 1 { // as a commit writes it: the predecessor's digest (never checked by Head)
+			field += `,"prev":"sha256:` + strings.Repeat("0", 64) + `"`
+		}
+		put(Version(v), bytes.Replace(body, old, []byte(field), 1))
 	}
 }
 
@@ -131,9 +136,16 @@ func checkFlat(t *testing.T, what string, depths []int, got []opCosts, headSize 
 	}
 }
 
+// headSize is the size of the head at depth > 1: the base's bytes plus the
+// predecessor's digest every commit after the first names.
 func headSize(t testing.TB) int64 {
 	base, _, _ := costBase(t)
-	return int64(len(encodeT(t, base)))
+	return int64(len(encodeT(t, base)) + len(`,"prev":"sha256:`+strings.Repeat("0", 64)+`"`))
+}
+
+// hintBody is the head record a commit of version v writes.
+func hintBody(v int) string {
+	return fmt.Sprintf(`{"format":1,"version":"%020d","sha256":"%s"}`, v, strings.Repeat("0", 64))
 }
 
 func TestHistoryFlatCostMemstore(t *testing.T) {
@@ -173,15 +185,14 @@ func TestHistoryFlatCostUnorderedStore(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			hint := fmt.Sprintf(`{"format":1,"version":"%020d"}`, depth)
-			if _, err := m.store.PutBytes(bg, HintKey, []byte(hint), core.PutOptions{}); err != nil {
+			if _, err := m.store.PutBytes(bg, HintKey, []byte(hintBody(depth)), core.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		got = append(got, measureOps(t, m, depth))
 	}
 	// The hint's bytes are read too, the same at every depth.
-	hint := int64(len(fmt.Sprintf(`{"format":1,"version":"%020d"}`, 1)))
+	hint := int64(len(hintBody(1)))
 	checkFlat(t, "unordered", depths, got, headSize(t)+hint, 0, 2, 1)
 }
 

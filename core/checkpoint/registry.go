@@ -250,10 +250,17 @@ func (r *Registry) probe(ctx context.Context, v Version) (Version, error) {
 	}
 }
 
+// hint is the head record at HintKey, written after every commit on every
+// store, best effort: the version committed and the SHA-256 of its bytes.
+// On stores without ordered listing it is Head's starting point (never
+// authority); everywhere it is the evidence CheckHead holds the head to.
 type hint struct {
 	Format  int     `json:"format"`
 	Version Version `json:"version"`
+	SHA256  string  `json:"sha256,omitempty"`
 }
+
+const hintFormat = 1
 
 // headByHint reads the hint and probes forward from it; fromHint is false
 // when it fell back to the full listing.
@@ -261,7 +268,7 @@ func (r *Registry) headByHint(ctx context.Context) (Version, bool, error) {
 	b, _, err := r.store.ReadAll(ctx, HintKey)
 	var h hint
 	switch {
-	case err == nil && json.Unmarshal(b, &h) == nil && h.Format == Format && h.Version > 0:
+	case err == nil && json.Unmarshal(b, &h) == nil && h.Format == hintFormat && h.Version > 0:
 		v, err := r.probe(ctx, h.Version)
 		return v, true, err
 	case err == nil || errors.Is(err, core.ErrNotFound):
@@ -384,12 +391,10 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	r.observe(next.Version)
 	next.draft = false
 	next.ref = ref
-	if !r.store.Capabilities().OrderedList {
-		// Best effort: the hint is never authority, and Head probes past
-		// a stale one.
-		if b, err := json.Marshal(hint{Format: Format, Version: next.Version}); err == nil {
-			_, _ = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
-		}
+	// Best effort: Head probes past a stale record, and CheckHead follows
+	// the chain from a stale one to the head.
+	if b, err := json.Marshal(hint{Format: hintFormat, Version: next.Version, SHA256: ref.SHA256}); err == nil {
+		_, _ = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
 	}
 	return ref, nil
 }
@@ -427,4 +432,83 @@ func (r *Registry) Lookup(ctx context.Context, ref string) (Version, Checkpoint,
 	}
 	c, err := s.Lookup(ref)
 	return v, c, err
+}
+
+// HeadMismatch is CheckHead's finding: the head is not what the last
+// commit recorded.
+type HeadMismatch struct {
+	Head     Version // the head Head found
+	Recorded Version // the version the head record names
+	// Untrusted: the head itself is in doubt (its bytes are not the ones
+	// recorded or chained); otherwise versions above it were deleted.
+	Untrusted bool
+	Reason    string
+}
+
+func (m *HeadMismatch) Error() string {
+	return fmt.Sprintf("registry head %d: %s", m.Head, m.Reason)
+}
+
+// Unwrap makes a mismatch match ErrCorruptRegistry.
+func (m *HeadMismatch) Unwrap() error { return ErrCorruptRegistry }
+
+// CheckHead holds the head (version v, as Head returned it) to the head
+// record the last commit left at HintKey: nil when they agree, when the
+// record is behind and the chain of prev digests leads from it to the head
+// (one get per version of lag), or when there is no evidence (no record,
+// or one from a build that did not record digests). Otherwise a
+// *HeadMismatch: the head was rewritten or flipped, or versions above it
+// were deleted. One get when the record is current.
+func (r *Registry) CheckHead(ctx context.Context, v Version, snap *Snapshot) error {
+	b, _, err := r.store.ReadAll(ctx, HintKey)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var h hint
+	if err := json.Unmarshal(b, &h); err != nil || h.Format != hintFormat {
+		return &HeadMismatch{Head: v, Untrusted: true, Reason: fmt.Sprintf("the head record %s is unreadable: nothing proves the head", HintKey)}
+	}
+	if h.SHA256 == "" {
+		return nil
+	}
+	switch {
+	case h.Version > v:
+		return &HeadMismatch{Head: v, Recorded: h.Version, Reason: fmt.Sprintf("the last commit recorded version %d, which is gone: registry versions above %d were deleted", h.Version, v)}
+	case h.Version == v:
+		if snap.Ref().SHA256 != h.SHA256 {
+			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: "its bytes are not the ones its commit recorded: the head was rewritten or damaged"}
+		}
+		return nil
+	}
+	// Behind: follow the chain down from the head to the recorded version.
+	want := snap.Prev
+	for k := v - 1; ; k-- {
+		if snap.Format == formatUnchained || want == "" {
+			return nil // written by a build without the chain: no evidence
+		}
+		body, err := r.readObject(ctx, VersionKey(k))
+		if errors.Is(err, core.ErrNotFound) {
+			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d, between the recorded version %d and the head, is missing: the chain to the head cannot be followed", k, h.Version)}
+		}
+		if err != nil {
+			return err
+		}
+		if DigestOf(body) != want {
+			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the predecessor version %d names: the history was rewritten", k, k+1)}
+		}
+		if k == h.Version {
+			if DigestOf(body) != "sha256:"+h.SHA256 {
+				return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the one its commit recorded", k)}
+			}
+			return nil
+		}
+		s, err := decode(VersionKey(k), body, k)
+		if err != nil {
+			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: err.Error()}
+		}
+		snap, want = s, s.Prev
+	}
 }

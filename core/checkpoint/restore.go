@@ -168,13 +168,15 @@ func (s *Snapshot) setLists(l snapshotLists) {
 	s.normalize()
 }
 
-// NextAt is Next numbered v (v > s.Version): registry recover builds on
-// the newest version that reads and publishes above every stored one, so
-// versions that do not read stay in the history, never rewritten.
-func (s *Snapshot) NextAt(v Version) *Snapshot {
+// NextAt is Next numbered v (v > s.Version) whose prev is prevDigest, the
+// digest of version v-1's bytes as stored (DigestOf): registry recover
+// builds on the newest version it trusts and publishes above every stored
+// one, so versions that do not read stay in the history, never rewritten,
+// and the chain goes on through them.
+func (s *Snapshot) NextAt(v Version, prevDigest string) *Snapshot {
 	n := s.Next()
 	if v > n.Version {
-		n.Version = v
+		n.Version, n.Prev = v, prevDigest
 	}
 	return n
 }

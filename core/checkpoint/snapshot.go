@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,11 +19,16 @@ import (
 	"github.com/retain-dev/retain/core/lance"
 )
 
-// Format is the snapshot format this build reads and writes. A snapshot of
-// any other format is refused (ErrCorruptRegistry): a newer writer that
-// adds anything bumps it, so an older build never drops what it does not
-// understand when it writes the next version.
-const Format = 1
+// Format is the snapshot format this build writes. Format 2 adds prev, the
+// digest of the predecessor's exact bytes, so the versions form a chain;
+// format 1 (no prev) is still read. A snapshot of any other format is
+// refused (ErrCorruptRegistry): a newer writer that adds anything bumps it,
+// so an older build never drops what it does not understand when it writes
+// the next version.
+const Format = 2
+
+// formatUnchained is the first format, without prev: read, never written.
+const formatUnchained = 1
 
 // Version is a registry version number. Version 0 is the empty registry (no
 // object); the first commit writes version 1. In JSON a Version is a string
@@ -124,8 +131,12 @@ type Table struct {
 // id, rows by checkpoint then table id, tables by id) and Validate checks
 // that, so lookups are binary searches and the encoding is deterministic.
 type Snapshot struct {
-	Format      int           `json:"format"`
-	Version     Version       `json:"version"`
+	Format  int     `json:"format"`
+	Version Version `json:"version"`
+	// Prev is "sha256:<hex>" of the exact bytes of version Version-1 as
+	// they were when this version was committed ("" for version 1, and in
+	// format 1): a rewritten predecessor no longer matches.
+	Prev        string        `json:"prev,omitempty"`
 	Names       []Reservation `json:"names"`
 	Checkpoints []Header      `json:"checkpoints"`
 	Rows        []Row         `json:"rows"`
@@ -180,6 +191,7 @@ func (s *Snapshot) Next() *Snapshot {
 	n := &Snapshot{
 		Format:      Format,
 		Version:     s.Version + 1,
+		Prev:        s.digest(),
 		Names:       append([]Reservation(nil), s.Names...),
 		Checkpoints: append([]Header(nil), s.Checkpoints...),
 		Rows:        append([]Row(nil), s.Rows...),
@@ -228,8 +240,8 @@ func decode(key string, body []byte, want Version) (*Snapshot, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, corrupt("read", key, nil, "registry version %d has data after the snapshot", want)
 	}
-	if s.Format != Format {
-		return nil, corrupt("read", key, nil, "registry version %d has format %d; this build reads format %d", want, s.Format, Format)
+	if s.Format != Format && s.Format != formatUnchained {
+		return nil, corrupt("read", key, nil, "registry version %d has format %d; this build reads formats %d and %d", want, s.Format, formatUnchained, Format)
 	}
 	if s.Version != want {
 		return nil, corrupt("read", key, nil, "the object of registry version %d says it is version %d", want, s.Version)
@@ -327,8 +339,13 @@ func checkPin(p Pin) error {
 // it; rows belong to a header, share its state, name a catalogued table at
 // its path with an incarnation it has had; table ids and paths unique.
 func (s *Snapshot) Validate() error {
-	if s.Format != Format {
+	switch {
+	case s.Format != Format && s.Format != formatUnchained:
 		return fmt.Errorf("format %d, want %d", s.Format, Format)
+	case s.Format == formatUnchained && s.Prev != "":
+		return fmt.Errorf("format %d carries no prev", formatUnchained)
+	case s.Prev != "" && !validDigest(s.Prev):
+		return fmt.Errorf("prev %q is not sha256:<64 lower-case hex>", s.Prev)
 	}
 	tables := map[ID]Table{}
 	paths := map[string]ID{}
@@ -514,3 +531,27 @@ func (s *Snapshot) sortAll() {
 }
 
 var errNotDraft = errors.New("only a draft from Next can be edited")
+
+// digest is "sha256:<hex>" of the bytes s was read from or committed as, ""
+// for Empty and for a draft never committed.
+func (s *Snapshot) digest() string {
+	if s.ref.IsZero() {
+		return ""
+	}
+	return "sha256:" + s.ref.SHA256
+}
+
+// DigestOf is the prev a successor of a version with these bytes names.
+func DigestOf(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}

@@ -309,7 +309,7 @@ func TestEncodingIsDeterministicAndRoundTrips(t *testing.T) {
 		t.Fatal("Encode is not deterministic")
 	}
 	back := commitDraft(t, d)
-	if b3 := encodeT(t, back.Next().withVersion(back.Version)); !bytes.Equal(b3, b1) {
+	if b3 := encodeT(t, redraft(back)); !bytes.Equal(b3, b1) {
 		t.Fatalf("decode+encode changed the bytes:\n%s\n%s", b1, b3)
 	}
 	if !bytes.Contains(b1, []byte(`"version":"00000000000000000001"`)) || !bytes.Contains(b1, []byte(`"gc_boundary":[]`)) {
@@ -321,7 +321,13 @@ func TestEncodingIsDeterministicAndRoundTrips(t *testing.T) {
 }
 
 // withVersion is a test hook: the same content at another version.
-func (s *Snapshot) withVersion(v Version) *Snapshot { s.Version = v; return s }
+// redraft is a draft with exactly s's content (its version and prev too),
+// to encode it again.
+func redraft(s *Snapshot) *Snapshot {
+	n := s.Next()
+	n.Version, n.Prev = s.Version, s.Prev
+	return n
+}
 
 // Every invariant breach in a stored version is ErrCorruptRegistry.
 func TestDecodeRefusesCorruptSnapshots(t *testing.T) {
@@ -351,7 +357,9 @@ func TestDecodeRefusesCorruptSnapshots(t *testing.T) {
 		"empty":                     {},
 		"trailing data":             append(append([]byte{}, good...), []byte(`{}`)...),
 		"unknown field":             edit(func(m map[string]any) { m["extra"] = 1 }),
-		"format 2":                  edit(func(m map[string]any) { m["format"] = 2 }),
+		"format 3":                  edit(func(m map[string]any) { m["format"] = 3 }),
+		"format 1 with prev":        edit(func(m map[string]any) { m["format"] = 1; m["prev"] = "sha256:" + strings.Repeat("0", 64) }),
+		"prev not a digest":         edit(func(m map[string]any) { m["prev"] = "sha256:xyz" }),
 		"version mismatch":          edit(func(m map[string]any) { m["version"] = "00000000000000000002" }),
 		"numeric version":           edit(func(m map[string]any) { m["version"] = 1 }),
 		"short version":             edit(func(m map[string]any) { m["version"] = "1" }),

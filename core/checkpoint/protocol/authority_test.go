@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"sort"
 	"testing"
 
 	"github.com/retain-dev/retain/core"
@@ -16,7 +17,7 @@ import (
 // checkpoint "gone" created and deleted (registry versions 1, 2), then
 // "a" (3) and "b" (4), plus one leftover pin of "gone" that an intact
 // registry reclaims. It returns the live checkpoints and the leftover.
-func authorityStore(t *testing.T, pe *proofEnv) (*proofStore, map[string]Info, string) {
+func authorityStore(t *testing.T, pe *proofEnv, quiet bool) (*proofStore, map[string]Info, string) {
 	t.Helper()
 	ps := pe.store(t)
 	gone := mustCreate(t, ps, "gone")
@@ -25,6 +26,14 @@ func authorityStore(t *testing.T, pe *proofEnv) (*proofStore, map[string]Info, s
 	}
 	mustCreate(t, ps, "a")
 	mustCreate(t, ps, "b")
+	if quiet {
+		// Versions 5 and 6: a checkpoint created and deleted, so the head
+		// publishes nothing and no registry pin names it.
+		mustCreate(t, ps, "tmp")
+		if _, err := Delete(bg, ps.s, ps.loc, "tmp"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ds, _ := lance.Open(ps.s, "v2-appends.lance")
 	leftover := checkpoint.PinTagPrefix(gone.ID) + "t_" + "2222222222222222222222222222222222222222222222222222222222222222"
 	if _, err := ds.CreateTag(bg, leftover, 3, nil); err != nil {
@@ -73,34 +82,38 @@ func rowsOf(m map[string]any, id checkpoint.ID) []int {
 // registryDamages are issue 13's items 1–4, each as the operator (or a
 // lifecycle rule, a bad restore, a bit flip) did it. Version 3 published
 // "a", version 4 (the head) published "b".
-var registryDamages = []struct {
-	name   string
+type registryDamage struct {
+	name string
+	// quiet: on a store whose head (version 6) published nothing.
+	quiet  bool
 	damage func(t *testing.T, ps *proofStore, live map[string]Info)
-}{
-	{"registry deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+}
+
+var registryDamages = []registryDamage{
+	{"registry deleted", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		removeFolder(t, ps.s, checkpoint.RegistryPath)
 	}},
-	{"registry versions expired", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+	{"registry versions expired", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		removeFolder(t, ps.s, "_retain/registry/versions")
 	}},
-	{"head version deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+	{"head version deleted", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		if err := ps.s.Delete(bg, checkpoint.VersionKey(4), core.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"publishing version deleted", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+	{"publishing version deleted", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		if err := ps.s.Delete(bg, checkpoint.VersionKey(3), core.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}},
-	{"head rewritten without a row", func(t *testing.T, ps *proofStore, live map[string]Info) {
+	{"head rewritten without a row", false, func(t *testing.T, ps *proofStore, live map[string]Info) {
 		m := versionJSON(t, ps.s, 4)
 		rows := m["rows"].([]any)
 		i := rowsOf(m, live["a"].ID)[0]
 		m["rows"] = append(rows[:i:i], rows[i+1:]...)
 		writeVersionJSON(t, ps.s, 4, m)
 	}},
-	{"byte flip in a row that still parses", func(t *testing.T, ps *proofStore, live map[string]Info) {
+	{"byte flip in a row that still parses", false, func(t *testing.T, ps *proofStore, live map[string]Info) {
 		b, _, err := ps.s.ReadAll(bg, checkpoint.VersionKey(4))
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +137,38 @@ var registryDamages = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"publishing version rewritten", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+	{"head deleted, publishing nothing", true, func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		// The head was tmp's tombstone: without it tmp looks live again.
+		if err := ps.s.Delete(bg, checkpoint.VersionKey(6), core.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"tombstone forged in a head publishing nothing", true, func(t *testing.T, ps *proofStore, live map[string]Info) {
+		// Consistent in every invariant, and no registry pin names the
+		// head: only the head record shows it is not the one its commit
+		// wrote.
+		m := versionJSON(t, ps.s, 6)
+		id := string(live["a"].ID)
+		for _, k := range []string{"names", "checkpoints", "rows"} {
+			for _, e := range m[k].([]any) {
+				e := e.(map[string]any)
+				if e["checkpoint_id"] == id || e["id"] == id {
+					e["state"] = "tombstoned"
+				}
+			}
+		}
+		ts := append(m["tombstones"].([]any), map[string]any{"checkpoint_id": id, "name": "a", "generation": 1,
+			"delete_operation_id": "delete-forged", "deleted_at": "2026-12-01T00:00:00Z", "actor": "mallory@host"})
+		sort.Slice(ts, func(i, j int) bool {
+			return ts[i].(map[string]any)["checkpoint_id"].(string) < ts[j].(map[string]any)["checkpoint_id"].(string)
+		})
+		m["tombstones"] = ts
+		writeVersionJSON(t, ps.s, 6, m)
+		if _, _, err := checkpoint.Open(ps.s, checkpoint.Options{}).Head(bg); err != nil {
+			t.Fatalf("the forged head must still read: %v", err)
+		}
+	}},
+	{"publishing version rewritten", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		m := versionJSON(t, ps.s, 3)
 		for _, c := range m["checkpoints"].([]any) {
 			c.(map[string]any)["actor"] = "mallory@restore"
@@ -145,7 +189,7 @@ func TestAuthorityLostKeepsEveryPin(t *testing.T) {
 			pe := newProofEnv(t, kind)
 			for _, d := range registryDamages {
 				t.Run(d.name, func(t *testing.T) {
-					ps, live, leftover := authorityStore(t, pe)
+					ps, live, leftover := authorityStore(t, pe, d.quiet)
 					before := allPins(t, ps.s)
 					if !before[leftover] {
 						t.Fatalf("setup: no leftover %s", leftover)
@@ -181,7 +225,7 @@ func TestAuthorityLostKeepsEveryPin(t *testing.T) {
 // TestIntactRegistryReclaimsLeftovers is the control: on the undamaged
 // store reconcile reclaims exactly the deleted checkpoint's leftover.
 func TestIntactRegistryReclaimsLeftovers(t *testing.T) {
-	ps, live, leftover := authorityStore(t, newProofEnv(t, "localfs"))
+	ps, live, leftover := authorityStore(t, newProofEnv(t, "localfs"), false)
 	before := allPins(t, ps.s)
 	got, rep := reconcileOK(t, ps)
 	if len(rep.Reclaimed) != 1 || rep.Reclaimed[0].Path+":"+rep.Reclaimed[0].Tag != leftover {
@@ -199,11 +243,8 @@ func TestIntactRegistryReclaimsLeftovers(t *testing.T) {
 // extraDamages are refusals recover must also get out of: a head that no
 // longer reads, and a registry lost while its pins carry no record (pins
 // written before records existed).
-var extraDamages = []struct {
-	name   string
-	damage func(t *testing.T, ps *proofStore, live map[string]Info)
-}{
-	{"head truncated", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+var extraDamages = []registryDamage{
+	{"head truncated", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		b, _, err := ps.s.ReadAll(bg, checkpoint.VersionKey(4))
 		if err != nil {
 			t.Fatal(err)
@@ -212,7 +253,7 @@ var extraDamages = []struct {
 			t.Fatal(err)
 		}
 	}},
-	{"registry deleted, pins without records", func(t *testing.T, ps *proofStore, _ map[string]Info) {
+	{"registry deleted, pins without records", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
 		removeFolder(t, ps.s, checkpoint.RegistryPath)
 		for _, root := range pinRoots()[1:] {
 			ds, _ := lance.Open(ps.s, root)
@@ -241,7 +282,7 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 			pe := newProofEnv(t, kind)
 			for _, d := range append(registryDamages, extraDamages...) {
 				t.Run(d.name, func(t *testing.T) {
-					ps, live, _ := authorityStore(t, pe)
+					ps, live, _ := authorityStore(t, pe, d.quiet)
 					d.damage(t, ps, live)
 					if _, err := Reconcile(bg, ps.s, ps.loc); err == nil {
 						t.Fatal("reconcile accepted the damaged registry")

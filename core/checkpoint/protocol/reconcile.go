@@ -143,6 +143,14 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	}
 	rep.RegistryVersion = v
 	rds := registryDataset(s)
+	// The head must be the one its commit recorded: a rewritten, flipped
+	// or rolled-back head would explain pins it should not.
+	var hm *checkpoint.HeadMismatch
+	if err := reg.CheckHead(ctx, v, snap); errors.As(err, &hm) {
+		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: hm.Error()})
+	} else if err != nil {
+		return err
+	}
 
 	// Sidecars: under the claim no create runs, so every sidecar belongs
 	// to a create that died. A rollback needs positive evidence that the

@@ -54,8 +54,10 @@ type RecoverOptions struct {
 
 // RecoverReport is what Recover found and did.
 type RecoverReport struct {
-	// From is the newest registry version that reads; Corrupt the ones
-	// above it that do not (left in the history).
+	// From is the version recover built on: the head, or the newest
+	// version below a head that does not read or is not the one its
+	// commit recorded; Corrupt are the versions above it it did not trust
+	// (left in the history, never rewritten).
 	From    checkpoint.Version   `json:"from"`
 	Corrupt []checkpoint.Version `json:"corrupt"`
 	// RegistryVersion is the version recover wrote, 0 if none.
@@ -129,9 +131,12 @@ type recovery struct {
 	actor string
 	now   time.Time
 
-	base  *checkpoint.Snapshot
-	top   checkpoint.Version // the newest stored version, readable or not
-	draft *checkpoint.Snapshot
+	base *checkpoint.Snapshot
+	top  checkpoint.Version // the newest stored version, readable or not
+	prev string             // the digest of its bytes
+	// mismatch: the head record names versions that are gone.
+	mismatch bool
+	draft    *checkpoint.Snapshot
 	// newIDs: table ids chosen for re-pinned tables not in the catalog.
 	newIDs map[string]checkpoint.ID
 	// writes before the commit, deletes after it
@@ -265,11 +270,11 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 			r.used = append(r.used, sidecarKey[id])
 		}
 	}
-	if len(byID) == 0 && len(r.rep.Corrupt) == 0 && len(r.used) == 0 {
+	if len(byID) == 0 && len(r.rep.Corrupt) == 0 && len(r.used) == 0 && !r.mismatch {
 		return nil // nothing lost
 	}
 
-	r.draft = r.base.NextAt(r.top + 1)
+	r.draft = r.base.NextAt(r.top+1, r.prev)
 	r.newIDs = map[string]checkpoint.ID{}
 	ids := make([]checkpoint.ID, 0, len(byID))
 	for id := range byID {
@@ -313,18 +318,34 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 func (r *recovery) readBase(ctx context.Context) error {
 	v, snap, err := r.reg.Head(ctx)
 	if err == nil {
-		r.base, r.top, r.rep.From = snap, v, v
-		return nil
-	}
-	if !errors.Is(err, checkpoint.ErrCorruptRegistry) {
+		err = r.reg.CheckHead(ctx, v, snap)
+		var hm *checkpoint.HeadMismatch
+		switch {
+		case err == nil, errors.As(err, &hm) && !hm.Untrusted:
+			// Versions above the head were deleted: the head itself
+			// holds; the checkpoints they published come back from
+			// their pins, and a new version settles the head record.
+			r.base, r.top, r.rep.From = snap, v, v
+			r.mismatch = hm != nil
+			return r.readPrev(ctx)
+		case hm == nil:
+			return err
+		}
+	} else if !errors.Is(err, checkpoint.ErrCorruptRegistry) {
 		return err
 	}
+	// The head does not read, or is not the one its commit recorded:
+	// build on the newest version below it that reads.
 	vs, err := r.reg.History(ctx, 10_000_000)
 	if err != nil {
 		return err
 	}
 	r.base = checkpoint.Empty()
 	for i := len(vs) - 1; i >= 0; i-- {
+		if i == len(vs)-1 {
+			r.rep.Corrupt = append(r.rep.Corrupt, vs[i]) // the head in doubt
+			continue
+		}
 		snap, err := r.reg.Read(ctx, vs[i])
 		if err == nil {
 			r.base, r.rep.From = snap, vs[i]
@@ -338,6 +359,20 @@ func (r *recovery) readBase(ctx context.Context) error {
 	if len(vs) > 0 {
 		r.top = vs[len(vs)-1]
 	}
+	return r.readPrev(ctx)
+}
+
+// readPrev reads the digest of the newest stored version, which the
+// recovered version names as its predecessor.
+func (r *recovery) readPrev(ctx context.Context) error {
+	if r.top == 0 {
+		return nil
+	}
+	body, _, err := r.s.ReadAll(ctx, checkpoint.VersionKey(r.top))
+	if err != nil {
+		return err
+	}
+	r.prev = checkpoint.DigestOf(body)
 	return nil
 }
 

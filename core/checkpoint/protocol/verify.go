@@ -20,6 +20,12 @@ type VerifyReport struct {
 	// that do not read.
 	Versions   int                  `json:"versions"`
 	Unreadable []checkpoint.Version `json:"unreadable"`
+	// ChainBreaks are versions that do not name their predecessor's
+	// bytes: history below the head was rewritten. Nothing is refused for
+	// it (the head is held to its commit record and every version a live
+	// checkpoint was published in to its registry pin), but verify fails:
+	// it is damage, kept as evidence.
+	ChainBreaks []checkpoint.ChainBreak `json:"chain_breaks"`
 	// Problems are the conflicts reconcile would report, without acting;
 	// AuthorityLost is true when one of them refuses every deletion.
 	Problems      []Conflict `json:"problems"`
@@ -34,7 +40,7 @@ type VerifyReport struct {
 // registry pin (a problem if it does not verify). They are what `registry
 // recover` leaves behind when it builds over a head that did not read.
 func (r *VerifyReport) OK() bool {
-	return r.HeadError == "" && len(r.Problems) == 0
+	return r.HeadError == "" && len(r.Problems) == 0 && len(r.ChainBreaks) == 0
 }
 
 // Verify checks, read-only and without the claim, that the registry
@@ -50,20 +56,16 @@ func Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyRepor
 func (o Options) Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyReport, error) {
 	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
 	out := &VerifyReport{Unreadable: []checkpoint.Version{}, Problems: []Conflict{}}
-	vs, err := reg.History(ctx, 10_000_000)
+	var breaks []checkpoint.ChainBreak
+	var err error
+	out.Versions, out.Unreadable, breaks, err = reg.VerifyChain(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range vs {
-		_, err := reg.Read(ctx, v)
-		switch {
-		case errors.Is(err, checkpoint.ErrCorruptRegistry):
-			out.Unreadable = append(out.Unreadable, v)
-		case err != nil && !errors.Is(err, core.ErrNotFound):
-			return nil, err
-		}
-		out.Versions++
+	if out.Unreadable == nil {
+		out.Unreadable = []checkpoint.Version{}
 	}
+	out.ChainBreaks = append([]checkpoint.ChainBreak{}, breaks...)
 	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
 	err = reconcile(ctx, s, reg, o.scope(loc), rep, true)
 	out.Head = rep.RegistryVersion
@@ -78,10 +80,13 @@ func (o Options) Verify(ctx context.Context, s *core.Store, loc core.Location) (
 	if out.OK() {
 		return out, nil
 	}
-	if out.HeadError != "" || out.AuthorityLost {
+	switch {
+	case out.HeadError != "" || out.AuthorityLost:
 		out.Next = "retain registry recover STORE"
-	} else {
+	case len(out.Problems) > 0:
 		out.Next = "retain reconcile STORE"
+	default:
+		return out, errorf("verify", "", ErrRegistryDamaged, "%s", out.summary())
 	}
 	return out, errorf("verify", "", ErrRegistryDamaged, "%s; run `%s`", out.summary(), out.Next)
 }
@@ -90,6 +95,8 @@ func (r *VerifyReport) summary() string {
 	switch {
 	case r.HeadError != "":
 		return "the head does not read: " + r.HeadError
+	case len(r.Problems) == 0 && len(r.ChainBreaks) > 0:
+		return fmt.Sprintf("%d registry version(s) below the head do not name their predecessor's bytes (first %d): history was rewritten; the head and the pinned versions verify, so nothing is refused", len(r.ChainBreaks), r.ChainBreaks[0].Version)
 	case r.AuthorityLost:
 		return fmt.Sprintf("%d problem(s): pins the registry cannot account for", len(r.Problems))
 	}

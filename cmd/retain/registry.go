@@ -63,7 +63,7 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 }
 
 func (a *app) registryRecoverCmd() *cobra.Command {
-	var dryRun bool
+	var ro protocol.RecoverOptions
 	c := &cobra.Command{
 		Use:   "recover STORE",
 		Short: "Under the claim, put back live every checkpoint the registry lost, from its surviving pins (audited)",
@@ -74,7 +74,7 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			rep, err := retention.RecoverRegistry(cmd.Context(), s, loc, protocol.Options{}, dryRun)
+			rep, err := retention.RecoverRegistry(cmd.Context(), s, loc, protocol.Options{}, ro)
 			if rep == nil {
 				return err
 			}
@@ -106,6 +106,12 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 					fmt.Fprintf(a.stdout, "    %s %s v%d %s (%s)\n", p.Path, p.Branch, p.Version, p.Tag, p.Source)
 				}
 			}
+			for _, n := range rep.Revived {
+				fmt.Fprintf(a.stdout, "  revived   %s: live in the version recover built on, deleted by the head it did not trust; delete it again if that was meant\n", n)
+			}
+			for _, d := range rep.Dropped {
+				fmt.Fprintf(a.stdout, "  dropped   %s %s (%s)\n", d.Path, d.Tag, d.Why)
+			}
 			for _, c := range rep.Unrecoverable {
 				fmt.Fprintf(a.stdout, "  kept      %s %s: %s\n", c.Path, c.Tag, c.Detail)
 			}
@@ -115,6 +121,8 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 			return err
 		},
 	}
-	c.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be restored; write nothing")
+	c.Flags().BoolVar(&ro.DryRun, "dry-run", false, "report what would be restored; write nothing")
+	c.Flags().StringArrayVar(&ro.DropPins, "drop-pin", nil, "ROOT:TAG of a pin recover cannot place (as it reports it) that nothing needs: deleted, audited (repeatable; needs --reason)")
+	c.Flags().StringVar(&ro.Reason, "reason", "", "why the dropped pins are not needed (recorded in the audit log)")
 	return c
 }

@@ -174,9 +174,10 @@ func (r *Registry) observe(v Version) {
 //
 //   - ordered listing (every first-party adapter): one listing request of
 //     page size 2 under VersionsPrefix, whose first version name is the
-//     head, then one get of it. Where the store does not promise
-//     list-after-write, a stat of each following version until one is
-//     missing (normally one) covers a commit the listing missed.
+//     head, then one get of it, and one get of the head record. Where the
+//     store does not promise list-after-write, a stat of each following
+//     version until one is missing (normally one) covers a commit the
+//     listing missed.
 //   - unordered listing: one get of HintKey, a stat of hint+1, hint+2, ...
 //     until one is missing, one get of the last version found. The hint
 //     may lag (it is written after the commit, best effort, and may even
@@ -185,34 +186,65 @@ func (r *Registry) observe(v Version) {
 //     that does not exist, falls back to one full listing (History).
 //
 // A head that does not parse, or whose version field disagrees with its
-// object name, is ErrCorruptRegistry: nothing is decided from it.
+// object name, is ErrCorruptRegistry: nothing is decided from it. So is a
+// head that is not the one its commit recorded (CheckHead: a
+// *HeadMismatch), so nothing is built on, listed from or decided by a
+// rewritten, flipped or rolled-back registry.
 func (r *Registry) Head(ctx context.Context) (Version, *Snapshot, error) {
+	v, snap, rec, err := r.head(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	if _, err := r.checkHead(ctx, v, snap, rec); err != nil {
+		return 0, nil, err
+	}
+	return v, snap, nil
+}
+
+// HeadUnverified is Head without holding the head to its commit's record:
+// for reconcile, which reports a mismatch as lost authority, and registry
+// recover, which decides for itself what to build on. Every other caller
+// wants Head.
+func (r *Registry) HeadUnverified(ctx context.Context) (Version, *Snapshot, error) {
+	v, snap, _, err := r.head(ctx)
+	return v, snap, err
+}
+
+// headRecord is the head record as read: its bytes, or found false.
+type headRecord struct {
+	body  []byte
+	found bool
+	read  bool // false: not read yet
+}
+
+func (r *Registry) head(ctx context.Context) (Version, *Snapshot, headRecord, error) {
 	caps := r.store.Capabilities()
 	var v Version
 	var err error
+	var rec headRecord
 	fromHint := false
 	if caps.OrderedList {
 		if v, err = r.headByListing(ctx); err == nil && !caps.ListAfterWrite {
 			v, err = r.probe(ctx, v)
 		}
 	} else {
-		v, fromHint, err = r.headByHint(ctx)
+		v, fromHint, rec, err = r.headByHint(ctx)
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, rec, err
 	}
 	snap, err := r.Read(ctx, v)
 	if fromHint && errors.Is(err, core.ErrNotFound) {
 		// The hint names a version that does not exist: never authority.
 		if v, err = r.headByFullListing(ctx); err != nil {
-			return 0, nil, err
+			return 0, nil, rec, err
 		}
 		snap, err = r.Read(ctx, v)
 	}
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, rec, err
 	}
-	return v, snap, nil
+	return v, snap, rec, nil
 }
 
 func (r *Registry) headByListing(ctx context.Context) (Version, error) {
@@ -263,19 +295,21 @@ type hint struct {
 const hintFormat = 1
 
 // headByHint reads the hint and probes forward from it; fromHint is false
-// when it fell back to the full listing.
-func (r *Registry) headByHint(ctx context.Context) (Version, bool, error) {
+// when it fell back to the full listing. The record it read is returned
+// for checkHead.
+func (r *Registry) headByHint(ctx context.Context) (Version, bool, headRecord, error) {
 	b, _, err := r.store.ReadAll(ctx, HintKey)
+	rec := headRecord{body: b, found: err == nil, read: err == nil || errors.Is(err, core.ErrNotFound)}
 	var h hint
 	switch {
 	case err == nil && json.Unmarshal(b, &h) == nil && h.Format == hintFormat && h.Version > 0:
 		v, err := r.probe(ctx, h.Version)
-		return v, true, err
+		return v, true, rec, err
 	case err == nil || errors.Is(err, core.ErrNotFound):
 		v, err := r.headByFullListing(ctx)
-		return v, false, err
+		return v, false, rec, err
 	}
-	return 0, false, err
+	return 0, false, rec, err
 }
 
 func (r *Registry) headByFullListing(ctx context.Context) (Version, error) {
@@ -446,71 +480,140 @@ type HeadMismatch struct {
 }
 
 func (m *HeadMismatch) Error() string {
-	return fmt.Sprintf("registry head %d: %s", m.Head, m.Reason)
+	return fmt.Sprintf("registry head %d: %s; run `retain registry verify STORE`, then `retain registry recover STORE`", m.Head, m.Reason)
 }
 
 // Unwrap makes a mismatch match ErrCorruptRegistry.
 func (m *HeadMismatch) Unwrap() error { return ErrCorruptRegistry }
 
-// CheckHead holds the head (version v, as Head returned it) to the head
-// record the last commit left at HintKey: nil when they agree, when the
-// record is behind and the chain of prev digests leads from it to the head
-// (one get per version of lag), or when there is no evidence (no record,
-// or one from a build that did not record digests). Otherwise a
-// *HeadMismatch: the head was rewritten or flipped, or versions above it
-// were deleted. One get when the record is current.
-func (r *Registry) CheckHead(ctx context.Context, v Version, snap *Snapshot) error {
-	b, _, err := r.store.ReadAll(ctx, HintKey)
-	if errors.Is(err, core.ErrNotFound) {
-		return nil
+// HeadCheck is what CheckHead found when the head holds.
+type HeadCheck int
+
+const (
+	// HeadRecordCurrent: the record names the head and its bytes.
+	HeadRecordCurrent HeadCheck = iota
+	// HeadRecordBehind: the record names an older version (a commit whose
+	// record write was lost) and the chain leads from it to the head, or
+	// a newer one that exists (a commit landed while the head was read).
+	HeadRecordBehind
+	// HeadNoEvidence: a registry from a build without the chain (format 1
+	// head, or a record without a digest), or a store with one version
+	// and no record.
+	HeadNoEvidence
+)
+
+// CheckHead holds the head (version v, as HeadUnverified returned it) to
+// the head record the last commit left at HintKey. It holds when the
+// record names the head and its bytes; when the record is behind and the
+// chain of prev digests leads from it to the head (one get per version of
+// lag); or when there is no evidence either way (a format 1 head, a
+// record from a build without digests). Otherwise a *HeadMismatch: the
+// head was rewritten or flipped, versions above it were deleted, or a
+// format 2 head above version 1 has no readable record to prove it. One
+// get when the record is current.
+func (r *Registry) CheckHead(ctx context.Context, v Version, snap *Snapshot) (HeadCheck, error) {
+	return r.checkHead(ctx, v, snap, headRecord{})
+}
+
+func (r *Registry) checkHead(ctx context.Context, v Version, snap *Snapshot, rec headRecord) (HeadCheck, error) {
+	if !rec.read {
+		b, _, err := r.store.ReadAll(ctx, HintKey)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return 0, err
+		}
+		rec = headRecord{body: b, found: err == nil, read: true}
 	}
-	if err != nil {
-		return err
+	if v == 0 || snap.Format == formatUnchained {
+		return HeadNoEvidence, nil
 	}
 	var h hint
-	if err := json.Unmarshal(b, &h); err != nil || h.Format != hintFormat {
-		return &HeadMismatch{Head: v, Untrusted: true, Reason: fmt.Sprintf("the head record %s is unreadable: nothing proves the head", HintKey)}
+	if !rec.found || json.Unmarshal(rec.body, &h) != nil || h.Format != hintFormat {
+		if v == 1 {
+			return HeadNoEvidence, nil // the first commit's record write may have been lost
+		}
+		return 0, &HeadMismatch{Head: v, Untrusted: true, Reason: fmt.Sprintf("no readable head record (%s) proves it, though every commit writes one", HintKey)}
 	}
 	if h.SHA256 == "" {
-		return nil
+		return HeadNoEvidence, nil // written by a build without digests
 	}
 	switch {
 	case h.Version > v:
-		return &HeadMismatch{Head: v, Recorded: h.Version, Reason: fmt.Sprintf("the last commit recorded version %d, which is gone: registry versions above %d were deleted", h.Version, v)}
+		if _, err := r.store.Stat(ctx, VersionKey(h.Version)); err == nil {
+			// A commit landed between reading the head and reading the
+			// record: the head read is stale, as any read may be, not
+			// damaged (commits are compare-and-swap).
+			return HeadRecordBehind, nil
+		} else if !errors.Is(err, core.ErrNotFound) {
+			return 0, err
+		}
+		return 0, &HeadMismatch{Head: v, Recorded: h.Version, Reason: fmt.Sprintf("the last commit recorded version %d, which is gone: registry versions above %d were deleted", h.Version, v)}
 	case h.Version == v:
 		if snap.Ref().SHA256 != h.SHA256 {
-			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: "its bytes are not the ones its commit recorded: the head was rewritten or damaged"}
+			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: "its bytes are not the ones its commit recorded: the head was rewritten or damaged"}
 		}
-		return nil
+		return HeadRecordCurrent, nil
 	}
 	// Behind: follow the chain down from the head to the recorded version.
 	want := snap.Prev
 	for k := v - 1; ; k-- {
-		if snap.Format == formatUnchained || want == "" {
-			return nil // written by a build without the chain: no evidence
+		if snap.Format == formatUnchained {
+			return HeadNoEvidence, nil // below, a build without the chain wrote it
+		}
+		if want == "" {
+			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d names no predecessor: the chain to the recorded version %d is broken", k+1, h.Version)}
 		}
 		body, err := r.readObject(ctx, VersionKey(k))
 		if errors.Is(err, core.ErrNotFound) {
-			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d, between the recorded version %d and the head, is missing: the chain to the head cannot be followed", k, h.Version)}
+			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d, between the recorded version %d and the head, is missing: the chain to the head cannot be followed", k, h.Version)}
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if DigestOf(body) != want {
-			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the predecessor version %d names: the history was rewritten", k, k+1)}
+			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the predecessor version %d names: the history was rewritten", k, k+1)}
 		}
 		if k == h.Version {
 			if DigestOf(body) != "sha256:"+h.SHA256 {
-				return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the one its commit recorded", k)}
+				return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: fmt.Sprintf("version %d is not the one its commit recorded", k)}
 			}
-			return nil
+			return HeadRecordBehind, nil
 		}
 		s, err := decode(VersionKey(k), body, k)
 		if err != nil {
-			return &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: err.Error()}
+			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: err.Error()}
 		}
 		snap, want = s, s.Prev
 	}
+}
+
+// WriteHeadRecord writes the head record for snap (version v): what every
+// commit does best effort, done by reconcile to settle a record that lags
+// and by registry recover, which must not leave it unsettled.
+func (r *Registry) WriteHeadRecord(ctx context.Context, v Version, snap *Snapshot) error {
+	b, err := json.Marshal(hint{Format: hintFormat, Version: v, SHA256: snap.Ref().SHA256})
+	if err != nil {
+		return err
+	}
+	_, err = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
+	return err
+}
+
+// RecordedVersion is the version the head record names, 0 if there is no
+// readable record. Registry cleanup never removes it or anything above it:
+// CheckHead follows the chain from it to the head.
+func (r *Registry) RecordedVersion(ctx context.Context) (Version, error) {
+	b, _, err := r.store.ReadAll(ctx, HintKey)
+	if errors.Is(err, core.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var h hint
+	if json.Unmarshal(b, &h) != nil || h.Format != hintFormat {
+		return 0, nil
+	}
+	return h.Version, nil
 }
 
 // ChainBreak is a stored version that does not name its predecessor's

@@ -19,19 +19,23 @@ const (
 
 // RecoverRegistry is `retain registry recover`: protocol.Recover under the
 // claim, its changes framed by audit lines like every removal (no line,
-// no change). dryRun reports what it would do and writes nothing.
-func RecoverRegistry(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, dryRun bool) (*protocol.RecoverReport, error) {
+// no change). ro.DryRun reports what it would do and writes nothing.
+func RecoverRegistry(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, ro protocol.RecoverOptions) (*protocol.RecoverReport, error) {
 	audit := func(ctx context.Context, event, op, actor string, rep *protocol.RecoverReport) error {
 		au := &auditor{s: s, op: op, actor: actor}
 		r := AuditRecord{Event: AuditRegistryRecovering, Table: checkpoint.RegistryPath}
 		for _, c := range rep.Checkpoints {
 			r.Versions = append(r.Versions, fmt.Sprintf("checkpoint %s (%s) from %s, %d table(s)", c.ID, c.Name, c.Source, len(c.Tables)))
 		}
+		for _, d := range rep.Dropped {
+			r.Versions = append(r.Versions, fmt.Sprintf("pin %s:%s dropped (%s)", d.Path, d.Tag, d.Why))
+		}
 		if event == "recovered" {
-			r.Event, r.FilesRemoved = AuditRegistryRecovered, len(rep.Replaced)
+			r.Event, r.FilesRemoved = AuditRegistryRecovered, len(rep.Replaced)+len(rep.Dropped)
 			r.Cutoff = fmt.Sprintf("registry version %d", rep.RegistryVersion)
 		}
 		return au.write(ctx, r)
 	}
-	return o.Recover(ctx, s, loc, protocol.RecoverOptions{DryRun: dryRun, Audit: audit})
+	ro.Audit = audit
+	return o.Recover(ctx, s, loc, ro)
 }

@@ -77,6 +77,10 @@ func planRegistry(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 	if err != nil {
 		return rc, err
 	}
+	floor, err := checkpoint.Open(s, checkpoint.Options{}).RecordedVersion(ctx)
+	if err != nil {
+		return rc, err
+	}
 	newer := 0 // versions kept newer than this one, the boundary commit included
 	if boundary {
 		newer = 1
@@ -92,6 +96,8 @@ func planRegistry(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 			rc.Kept++ // the head
 		case keep[v.v] != "":
 			rc.Kept++
+		case floor > 0 && v.v >= uint64(floor):
+			rc.Kept++ // the head record's version and above: the chain to the head
 		case p.KeepLast > 0 && rank < p.KeepLast:
 			rc.Kept++
 		case p.OlderThan > 0 && (v.mod.IsZero() || !v.mod.Before(cutoff)):
@@ -112,10 +118,15 @@ func planRegistry(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 // cleanRegistry deletes the journaled registry versions that the registry
 // pins still do not keep; failures are recorded for resume.
 func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *RegistryCleanup) {
-	_, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
+	reg := checkpoint.Open(s, checkpoint.Options{})
+	_, snap, err := reg.Head(ctx)
 	var keep map[uint64]string
+	var floor checkpoint.Version
 	if err == nil {
 		keep, err = registryPins(ctx, s, snap)
+	}
+	if err == nil {
+		floor, err = reg.RecordedVersion(ctx)
 	}
 	if err != nil {
 		rc.State, rc.Error = TableFailed, "re-reading the registry pins: "+err.Error()
@@ -123,7 +134,7 @@ func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *Registry
 	}
 	var keys []string
 	for _, v := range rc.Remove {
-		if keep[v] != "" || v >= uint64(snap.Version) {
+		if keep[v] != "" || v >= uint64(snap.Version) || (floor > 0 && v >= uint64(floor)) {
 			continue // pinned since planning: kept
 		}
 		keys = append(keys, checkpoint.VersionKey(checkpoint.Version(v)))

@@ -256,3 +256,39 @@ func TestRegistryDamageNeverUnpins(t *testing.T) {
 	}
 	t.Logf("%d seeds: %d acted as on the intact registry, %d refused", *registryDamageSeeds, acted, refused)
 }
+
+// TestLaggingHeadRecordSurvivesRegistryCleanup: a commit whose head record
+// write was lost leaves the record behind the head; the next cleanup must
+// neither refuse (the chain from the record leads to the head) nor remove
+// a version that chain needs, so the store never reads as damaged.
+func TestLaggingHeadRecordSurvivesRegistryCleanup(t *testing.T) {
+	dir, _ := setup(t)
+	s := open(t, dir, false)
+	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+		t.Fatal(err)
+	}
+	reg := checkpoint.Open(s, checkpoint.Options{})
+	lagV, lag, err := reg.Head(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Create(bg, s, loc(dir), "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	// The record as if b's commit had lost its record write.
+	if err := reg.WriteHeadRecord(bg, lagV, lag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+		t.Fatalf("cleanup with a lagging head record: %v", err)
+	}
+	if rep, err := protocol.Reconcile(bg, s, loc(dir)); err != nil {
+		t.Fatalf("reconcile after it: %v %+v", err, rep)
+	}
+	if _, _, err := reg.Head(bg); err != nil {
+		t.Fatalf("head after it: %v", err)
+	}
+	if rep, err := protocol.Verify(bg, s, loc(dir)); err != nil {
+		t.Fatalf("verify after it: %v %+v", err, rep)
+	}
+}

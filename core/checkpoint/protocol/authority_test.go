@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/retain-dev/retain/core"
@@ -147,25 +149,24 @@ var registryDamages = []registryDamage{
 		// Consistent in every invariant, and no registry pin names the
 		// head: only the head record shows it is not the one its commit
 		// wrote.
-		m := versionJSON(t, ps.s, 6)
-		id := string(live["a"].ID)
-		for _, k := range []string{"names", "checkpoints", "rows"} {
-			for _, e := range m[k].([]any) {
-				e := e.(map[string]any)
-				if e["checkpoint_id"] == id || e["id"] == id {
-					e["state"] = "tombstoned"
-				}
-			}
+		forgeTombstone(t, ps, live["a"].ID)
+		reg := checkpoint.Open(ps.s, checkpoint.Options{})
+		if _, _, err := reg.HeadUnverified(bg); err != nil {
+			t.Fatalf("the forged head must still parse: %v", err)
 		}
-		ts := append(m["tombstones"].([]any), map[string]any{"checkpoint_id": id, "name": "a", "generation": 1,
-			"delete_operation_id": "delete-forged", "deleted_at": "2026-12-01T00:00:00Z", "actor": "mallory@host"})
-		sort.Slice(ts, func(i, j int) bool {
-			return ts[i].(map[string]any)["checkpoint_id"].(string) < ts[j].(map[string]any)["checkpoint_id"].(string)
-		})
-		m["tombstones"] = ts
-		writeVersionJSON(t, ps.s, 6, m)
-		if _, _, err := checkpoint.Open(ps.s, checkpoint.Options{}).Head(bg); err != nil {
-			t.Fatalf("the forged head must still read: %v", err)
+		if _, _, err := reg.Head(bg); !errors.Is(err, checkpoint.ErrCorruptRegistry) {
+			t.Fatalf("Head read a forged head: %v", err)
+		}
+	}},
+	{"head record deleted with a tombstone forged", true, func(t *testing.T, ps *proofStore, live map[string]Info) {
+		forgeTombstone(t, ps, live["a"].ID)
+		if err := ps.s.Delete(bg, checkpoint.HintKey, core.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"head record torn", true, func(t *testing.T, ps *proofStore, _ map[string]Info) {
+		if _, err := ps.s.PutBytes(bg, checkpoint.HintKey, []byte(`{"format":1,"vers`), core.PutOptions{Mode: core.PutOverwrite}); err != nil {
+			t.Fatal(err)
 		}
 	}},
 	{"publishing version rewritten", false, func(t *testing.T, ps *proofStore, _ map[string]Info) {
@@ -270,6 +271,13 @@ var extraDamages = []registryDamage{
 	}},
 }
 
+// untrustedHead are the damages after which recover builds below the head.
+var untrustedHead = map[string]bool{
+	"tombstone forged in a head publishing nothing": true,
+	"head record deleted with a tombstone forged":   true,
+	"head record torn": true,
+}
+
 // TestRecoverRestoresEveryCheckpoint: after each damage, `registry
 // recover` puts every checkpoint back live with every pin (under its
 // name where a proof of it survived), the next reconcile is clean, and
@@ -298,6 +306,12 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 					rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
 					if err != nil || len(rep.Unrecoverable) != 0 {
 						t.Fatalf("recover: %v %+v", err, rep)
+					}
+					if untrustedHead[d.name] && !slices.ContainsFunc(rep.Revived, func(n string) bool { return strings.HasPrefix(n, "tmp ") }) {
+						// Built below the head in doubt: tmp, deleted by
+						// that head, comes back live and is named (and so
+						// does a, where the head forged its tombstone).
+						t.Fatalf("revived %v, want tmp among them", rep.Revived)
 					}
 					got := recoveredClean(t, ps)
 					byID := map[checkpoint.ID]Info{}
@@ -367,4 +381,97 @@ func recoveredClean(t *testing.T, ps *proofStore) map[string]Info {
 		}
 	}
 	return live
+}
+
+// forgeTombstone rewrites the head (version 6 of a quiet store) so that
+// live checkpoint id is tombstoned, consistently in every invariant.
+func forgeTombstone(t *testing.T, ps *proofStore, cid checkpoint.ID) {
+	t.Helper()
+	m := versionJSON(t, ps.s, 6)
+	id := string(cid)
+	for _, k := range []string{"names", "checkpoints", "rows"} {
+		for _, e := range m[k].([]any) {
+			e := e.(map[string]any)
+			if e["checkpoint_id"] == id || e["id"] == id {
+				e["state"] = "tombstoned"
+			}
+		}
+	}
+	ts := append(m["tombstones"].([]any), map[string]any{"checkpoint_id": id, "name": "a", "generation": 1,
+		"delete_operation_id": "delete-forged", "deleted_at": "2026-12-01T00:00:00Z", "actor": "mallory@host"})
+	sort.Slice(ts, func(i, j int) bool {
+		return ts[i].(map[string]any)["checkpoint_id"].(string) < ts[j].(map[string]any)["checkpoint_id"].(string)
+	})
+	m["tombstones"] = ts
+	writeVersionJSON(t, ps.s, 6, m)
+}
+
+// TestRecoverUnplaceablePins: pins recover cannot place as they are never
+// wedge the store. A pin on a table its checkpoint already pins at another
+// version becomes a checkpoint of its own; a pin (without a record) of a
+// version that is gone is reported naming --drop-pin, which drops it with
+// the operator's reason, and the store is settled.
+func TestRecoverUnplaceablePins(t *testing.T) {
+	ps, live, _ := authorityStore(t, newProofEnv(t, "localfs"), false)
+	a := live["a"]
+	var tableID checkpoint.ID
+	for _, p := range a.Pins {
+		if p.Path == "v2-appends.lance" {
+			tableID = p.TableID
+		}
+	}
+	ds, _ := lance.Open(ps.s, "v2-appends.lance")
+	v2, err := ds.VersionAt(bg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ds.PhysRef(bg, v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := checkpoint.Pin{TableID: tableID, Incarnation: 1, Target: checkpoint.Target{Path: "v2-appends.lance", Branch: "main", Version: 2, PhysicalRef: ref.String()}}
+	secondTag, _ := checkpoint.TablePinTag(a.ID, second)
+	if _, err := ds.CreateTagOnBranch(bg, secondTag, "main", 2, checkpoint.NewPinRecord(a.ID, "a", "main", a.CreatedAt, a.Actor, 2, &second).Metadata()); err != nil {
+		t.Fatal(err)
+	}
+	bt, _ := lance.Open(ps.s, "branch-tag.lance")
+	goneTag := checkpoint.PinTagPrefix(checkpoint.NewID()) + "t_" + strings.Repeat("4", 64)
+	if _, err := bt.CreateTag(bg, goneTag, 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	v2key := bt.Key("_versions/18446744073709551613.manifest")
+	if err := ps.s.Delete(bg, v2key, core.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting branch-tag v2's manifest: %v", err)
+	}
+	removeFolder(t, ps.s, checkpoint.RegistryPath)
+
+	rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
+	if err != nil || len(rep.Unrecoverable) != 1 || !strings.Contains(rep.Unrecoverable[0].Detail, "--drop-pin branch-tag.lance:"+goneTag) {
+		t.Fatalf("recover: %v %+v", err, rep)
+	}
+	spilled := false
+	for _, c := range rep.Checkpoints {
+		for _, p := range c.Tables {
+			spilled = spilled || (c.ID != a.ID && p.Path == "v2-appends.lance" && strings.HasPrefix(p.Replaces, checkpoint.PinTagPrefix(a.ID)))
+		}
+	}
+	if !spilled {
+		t.Fatalf("the second pin of a on v2-appends was not given a checkpoint of its own: %+v", rep.Checkpoints)
+	}
+	if _, err := Reconcile(bg, ps.s, ps.loc); !errors.Is(err, ErrAuthorityLost) {
+		t.Fatalf("reconcile with the unplaced pin: %v", err)
+	}
+	drop := RecoverOptions{DropPins: []string{"branch-tag.lance:" + goneTag}}
+	if _, err := Recover(bg, ps.s, ps.loc, drop); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("a drop without a reason: %v", err)
+	}
+	drop.Reason = "its version was deleted by hand; nothing reads it"
+	rep, err = Recover(bg, ps.s, ps.loc, drop)
+	if err != nil || len(rep.Dropped) != 1 || rep.RegistryVersion != 0 || len(rep.Unrecoverable) != 0 {
+		t.Fatalf("recover --drop-pin: %v %+v", err, rep)
+	}
+	recoveredClean(t, ps)
+	if _, err := Verify(bg, ps.s, ps.loc); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
 }

@@ -137,7 +137,7 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Loca
 // reclaims, in that order. A store whose authority is in doubt is left
 // exactly as it was.
 func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report, readOnly bool) error {
-	v, snap, err := reg.Head(ctx)
+	v, snap, err := reg.HeadUnverified(ctx) // held to its record below, as a conflict
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,8 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	// The head must be the one its commit recorded: a rewritten, flipped
 	// or rolled-back head would explain pins it should not.
 	var hm *checkpoint.HeadMismatch
-	if err := reg.CheckHead(ctx, v, snap); errors.As(err, &hm) {
+	check, err := reg.CheckHead(ctx, v, snap)
+	if errors.As(err, &hm) {
 		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: hm.Error()})
 	} else if err != nil {
 		return err
@@ -292,7 +293,15 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 		return nil // touch nothing: conflictsError names the way out
 	}
 
-	// Act. Sidecars first.
+	// Act. The head proved itself: a record that lags (a commit whose
+	// record write was lost) is settled first, so registry cleanup never
+	// removes a version the chain from it to the head needs.
+	if check != checkpoint.HeadRecordCurrent && snap.Format == checkpoint.Format && v > 0 {
+		if err := reg.WriteHeadRecord(ctx, v, snap); err != nil {
+			return fmt.Errorf("settling the registry's head record: %w", err)
+		}
+	}
+	// Sidecars first.
 	rolledBackTags := map[string]bool{} // "root:tag", deleted with their sidecar
 	for _, a := range sidecars {
 		res := SidecarResult{OperationID: a.sc.OperationID, CheckpointID: a.sc.CheckpointID, Name: a.sc.Name, Outcome: a.outcome}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/retain-dev/retain/core"
@@ -46,6 +47,11 @@ const (
 // RecoverOptions configure Recover.
 type RecoverOptions struct {
 	DryRun bool
+	// DropPins are pins ("root:tag") the operator attests nothing needs
+	// (a pin recover cannot place, e.g. of a version that is gone):
+	// deleted, audited with Reason, which they require.
+	DropPins []string
+	Reason   string
 	// Audit, if set, is called with "recovering" before the first write
 	// (an error stops the recovery with nothing changed) and "recovered"
 	// after the last.
@@ -70,7 +76,13 @@ type RecoverReport struct {
 	// Unrecoverable are pins recover could not place; they stay, and the
 	// store stays refused until they are dealt with.
 	Unrecoverable []Conflict `json:"unrecoverable"`
-	DryRun        bool       `json:"dry_run"`
+	// Revived are checkpoints live in the version recover built on that
+	// the head in doubt had deleted: live again (delete them again if
+	// that was meant).
+	Revived []string `json:"revived"`
+	// Dropped are the pins the operator dropped with DropPins (attested).
+	Dropped []PinEvent `json:"dropped"`
+	DryRun  bool       `json:"dry_run"`
 }
 
 // RecoveredCheckpoint is one checkpoint recover put back live.
@@ -112,7 +124,7 @@ func (o Options) Recover(ctx context.Context, s *core.Store, loc core.Location, 
 		}
 	}()
 	rep = &RecoverReport{Corrupt: []checkpoint.Version{}, Checkpoints: []RecoveredCheckpoint{}, Replaced: []PinEvent{},
-		SidecarsRemoved: []string{}, Unrecoverable: []Conflict{}, DryRun: ro.DryRun}
+		SidecarsRemoved: []string{}, Unrecoverable: []Conflict{}, Revived: []string{}, Dropped: []PinEvent{}, DryRun: ro.DryRun}
 	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
 		r := &recovery{s: s, reg: reg, rep: rep, op: op, actor: h.Payload().Actor, now: time.Now().UTC().Truncate(time.Millisecond)}
 		if o.Actor != "" {
@@ -134,15 +146,19 @@ type recovery struct {
 	base *checkpoint.Snapshot
 	top  checkpoint.Version // the newest stored version, readable or not
 	prev string             // the digest of its bytes
-	// mismatch: the head record names versions that are gone.
+	// mismatch: the head record is not current (versions gone, a lost
+	// record write, a head in doubt): a new version settles it.
 	mismatch bool
-	draft    *checkpoint.Snapshot
+	// above: the head in doubt recover built below, if it parses.
+	above *checkpoint.Snapshot
+	draft *checkpoint.Snapshot
 	// newIDs: table ids chosen for re-pinned tables not in the catalog.
 	newIDs map[string]checkpoint.ID
 	// writes before the commit, deletes after it
 	newTags []pendingTag
 	stale   []reclaim
 	used    []string // sidecar keys to delete
+	drops   []reclaim
 	// livePin: the registry pins of the base's live checkpoints that
 	// verify; a restored one is republished, so its old pin goes.
 	livePin map[checkpoint.ID]lance.Tag
@@ -258,6 +274,9 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 			byID[pt.CheckpointID] = append(byID[pt.CheckpointID], found{root: root, tag: t})
 		}
 	}
+	if err := r.takeDrops(ro, tags, explained, byID); err != nil {
+		return err
+	}
 	for id := range republish {
 		if _, ok := byID[id]; !ok {
 			byID[id] = nil
@@ -270,15 +289,19 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 			r.used = append(r.used, sidecarKey[id])
 		}
 	}
-	if len(byID) == 0 && len(r.rep.Corrupt) == 0 && len(r.used) == 0 && !r.mismatch {
+	if len(byID) == 0 && len(r.rep.Corrupt) == 0 && len(r.used) == 0 && len(r.drops) == 0 && !r.mismatch {
 		return nil // nothing lost
 	}
 
 	r.draft = r.base.NextAt(r.top+1, r.prev)
+	r.carryBoundaries()
 	r.newIDs = map[string]checkpoint.ID{}
 	ids := make([]checkpoint.ID, 0, len(byID))
-	for id := range byID {
+	for id, fs := range byID {
 		ids = append(ids, id)
+		sort.Slice(fs, func(i, j int) bool { // reproducible: map and listing order are not
+			return fs[i].root < fs[j].root || fs[i].root == fs[j].root && fs[i].tag.Name < fs[j].tag.Name
+		})
 	}
 	// Checkpoints with a proof first: one pinned afresh takes the catalog
 	// entry of its table only where no proven row already named one.
@@ -300,12 +323,16 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 		return ids[i] < ids[j]
 	})
 	for _, id := range ids {
-		if err := r.restoreOne(ctx, id, byID[id], sidecars[id]); err != nil {
+		restored, err := r.restoreOne(ctx, id, byID[id], sidecars[id])
+		if err != nil {
 			return err
 		}
-		if sidecars[id] != nil {
+		if restored && sidecars[id] != nil {
 			r.used = append(r.used, sidecarKey[id])
 		}
+	}
+	if len(r.rep.Checkpoints) == 0 && len(r.used) == 0 && len(r.drops) == 0 && !r.mismatch && len(r.rep.Corrupt) == 0 {
+		return nil // nothing placed: no empty version
 	}
 	if ro.DryRun {
 		return nil
@@ -316,21 +343,24 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 // readBase finds the newest version that reads: the head, or below a
 // head that does not.
 func (r *recovery) readBase(ctx context.Context) error {
-	v, snap, err := r.reg.Head(ctx)
+	v, snap, err := r.reg.HeadUnverified(ctx)
+	var untrusted *checkpoint.Snapshot // the head in doubt, if it parses
 	if err == nil {
-		err = r.reg.CheckHead(ctx, v, snap)
+		var check checkpoint.HeadCheck
+		check, err = r.reg.CheckHead(ctx, v, snap)
 		var hm *checkpoint.HeadMismatch
 		switch {
 		case err == nil, errors.As(err, &hm) && !hm.Untrusted:
-			// Versions above the head were deleted: the head itself
-			// holds; the checkpoints they published come back from
-			// their pins, and a new version settles the head record.
+			// The head holds (versions above it may have been deleted:
+			// the checkpoints they published come back from their pins).
+			// A record that is not current is settled by a new version.
 			r.base, r.top, r.rep.From = snap, v, v
-			r.mismatch = hm != nil
+			r.mismatch = hm != nil || (check != checkpoint.HeadRecordCurrent && snap.Format == checkpoint.Format)
 			return r.readPrev(ctx)
 		case hm == nil:
 			return err
 		}
+		untrusted = snap
 	} else if !errors.Is(err, checkpoint.ErrCorruptRegistry) {
 		return err
 	}
@@ -359,7 +389,44 @@ func (r *recovery) readBase(ctx context.Context) error {
 	if len(vs) > 0 {
 		r.top = vs[len(vs)-1]
 	}
+	r.mismatch = true
+	if untrusted != nil {
+		r.above = untrusted
+		// Checkpoints live in the base but not in the head in doubt:
+		// deleted since (or so the head says). They come back live —
+		// over-retained, never under — and the report names them.
+		for _, c := range r.base.Live() {
+			if hc, err := untrusted.ByID(c.ID); err != nil || hc.State != checkpoint.Live {
+				r.rep.Revived = append(r.rep.Revived, fmt.Sprintf("%s (%s)", c.Name, c.ID))
+			}
+		}
+	}
 	return r.readPrev(ctx)
+}
+
+// carryBoundaries copies into the draft the gc boundary rows of the head
+// in doubt that are newer than the base's: a boundary only restricts (it
+// refuses pins behind what a cleanup removed), so keeping more of them
+// stays fail-closed, while dropping them would let a pin in behind a
+// finished cleanup.
+func (r *recovery) carryBoundaries() {
+	if r.above == nil {
+		return
+	}
+	rows, err := r.above.GCBoundaries()
+	if err != nil {
+		return
+	}
+	have, _ := r.draft.GCBoundaries()
+	at := map[checkpoint.ID]time.Time{}
+	for _, g := range have {
+		at[g.TableID] = g.At
+	}
+	for _, g := range rows {
+		if t, ok := at[g.TableID]; !ok || g.At.After(t) {
+			_ = r.draft.SetGCBoundary(g) // a row that does not check is left out
+		}
+	}
 }
 
 // readPrev reads the digest of the newest stored version, which the
@@ -377,7 +444,7 @@ func (r *recovery) readPrev(ctx context.Context) error {
 }
 
 // restoreOne rebuilds checkpoint id from its unexplained pins fs.
-func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found, sc *Sidecar) error {
+func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found, sc *Sidecar) (restored bool, err error) {
 	rc := RecoveredCheckpoint{ID: id, Tables: []RecoveredPin{}}
 	var nc checkpoint.NewCheckpoint
 	published := map[string]checkpoint.Pin{} // by path: the rows a proven source gives
@@ -435,6 +502,8 @@ func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found,
 		rows[p.Path] = p
 	}
 	explainedAt := map[string]bool{}
+	placed := map[string]bool{} // tables an unexplained pin was placed on
+	var spill []found
 	for path, p := range rows {
 		if tag, err := checkpoint.TablePinTag(id, p); err == nil {
 			explainedAt[path] = tagIn(fs, path, tag) || r.tagExists(ctx, path, tag)
@@ -463,26 +532,27 @@ func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found,
 		if !ok {
 			var err error
 			if pin, err = r.repin(ctx, f, branch); err != nil {
-				r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Path: f.root, Tag: f.tag.Name, Detail: err.Error()})
+				r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Path: f.root, Tag: f.tag.Name,
+					Detail: fmt.Sprintf("%v; if nothing needs it, drop it: retain registry recover STORE --drop-pin %s:%s --reason WHY", err, f.root, f.tag.Name)})
 				continue
 			}
 			tag, err := checkpoint.TablePinTag(id, pin)
 			if err != nil {
-				return err
+				return false, err
 			}
 			rp.Tag, rp.Source, rp.Replaces = tag, SourceRepinned, f.tag.Name
 			size, _ := lance.ParsePhysRef(pin.PhysicalRef)
 			r.newTags = append(r.newTags, pendingTag{id: id, root: f.root, tag: tag, pin: pin, size: size.Size, replaces: f.tag.Name})
 			r.stale = append(r.stale, reclaim{root: f.root, tag: f.tag, id: id, why: "re-pinned as " + tag})
 		}
-		if old, taken := rows[f.root]; taken && explainedAt[f.root] && old.Version != pin.Version {
-			// The checkpoint already pins this table, and that pin is
-			// present: two versions for one row cannot be told apart.
-			r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Path: f.root, Tag: f.tag.Name,
-				Detail: fmt.Sprintf("checkpoint %s already pins %s at version %d; this pin (version %d) is kept and reported", id, f.root, old.Version, f.tag.Version)})
+		if old, taken := rows[f.root]; taken && (explainedAt[f.root] || placed[f.root]) && old.Version != pin.Version {
+			// The checkpoint already pins this table at another version,
+			// and that pin is present: one row cannot hold both.
 			r.dropPending(f.tag.Name)
+			spill = append(spill, f)
 			continue
 		}
+		placed[f.root] = true
 		rows[f.root] = pin
 		rc.Tables = append(rc.Tables, rp)
 	}
@@ -500,8 +570,17 @@ func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found,
 		nc = checkpoint.NewCheckpoint{ID: id, Name: recoveredName(id), SourceBranch: branch, CreatedAt: created, Actor: r.actor}
 		rc.Source = SourceRepinned
 	}
+	// Pins of this checkpoint on a table it already pins at another
+	// version: after it claimed the catalog, each becomes a checkpoint of
+	// its own, pinned afresh (its old tag goes once the new one is
+	// published).
+	defer func() {
+		if len(spill) > 0 && err == nil {
+			_, err = r.restoreOne(ctx, checkpoint.NewID(), spill, nil)
+		}
+	}()
 	if len(rows) == 0 {
-		return nil // nothing left to pin
+		return false, nil // nothing left to pin
 	}
 	nc.Pins = nc.Pins[:0]
 	for _, p := range rows {
@@ -515,11 +594,11 @@ func (r *recovery) restoreOne(ctx context.Context, id checkpoint.ID, fs []found,
 	}
 	if err != nil {
 		r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictAuthority, Detail: fmt.Sprintf("checkpoint %s: %v", id, err)})
-		return nil
+		return false, nil
 	}
 	rc.Name = cp.Name
 	r.rep.Checkpoints = append(r.rep.Checkpoints, rc)
-	return nil
+	return true, nil
 }
 
 // provenPin is the pin f's own proof gives: its record, or a published
@@ -617,6 +696,54 @@ func (r *recovery) publish(ctx context.Context, ro RecoverOptions) error {
 			return err
 		}
 	}
+	if len(r.rep.Checkpoints) > 0 || r.mismatch || len(r.rep.Corrupt) > 0 {
+		if err := r.commit(ctx); err != nil {
+			return err
+		}
+	}
+	restored := map[checkpoint.ID]bool{}
+	for _, rc := range r.rep.Checkpoints {
+		restored[rc.ID] = true
+	}
+	for _, st := range r.stale {
+		if !restored[st.id] {
+			continue // its checkpoint was not restored: the pin stays
+		}
+		ds, err := lance.Open(r.s, st.root)
+		if err == nil {
+			err = deleteTag(ctx, ds, st.tag.Name)
+		}
+		if err != nil {
+			r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictWrongTarget, Path: st.root, Tag: st.tag.Name, Detail: "replaced, but deleting it failed (reconcile reclaims it): " + err.Error()})
+			continue
+		}
+		r.rep.Replaced = append(r.rep.Replaced, PinEvent{Path: st.root, Tag: st.tag.Name, CheckpointID: st.id, Branch: branchOf(st.tag), Version: st.tag.Version, Why: st.why})
+	}
+	for _, d := range r.drops {
+		ds, err := lance.Open(r.s, d.root)
+		if err == nil {
+			err = deleteTag(ctx, ds, d.tag.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("dropping the pin %s:%s: %w", d.root, d.tag.Name, err)
+		}
+		r.rep.Dropped = append(r.rep.Dropped, PinEvent{Path: d.root, Tag: d.tag.Name, CheckpointID: d.id, Branch: branchOf(d.tag), Version: d.tag.Version, Why: d.why})
+	}
+	for _, key := range r.used {
+		if err := r.s.Delete(ctx, key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		r.rep.SidecarsRemoved = append(r.rep.SidecarsRemoved, key)
+	}
+	if ro.Audit != nil {
+		return ro.Audit(ctx, "recovered", r.op, r.actor, r.rep)
+	}
+	return nil
+}
+
+// commit writes the new pins, then the recovered version, then its head
+// record (which recover must not leave unsettled).
+func (r *recovery) commit(ctx context.Context) error {
 	_, ref, err := r.draft.Encode()
 	if err != nil {
 		return err
@@ -660,28 +787,8 @@ func (r *recovery) publish(ctx context.Context, ro RecoverOptions) error {
 		return fmt.Errorf("publishing the recovered registry version %d (the new pins stay; run recover again): %w", r.draft.Version, err)
 	}
 	r.rep.RegistryVersion = r.draft.Version
-	for _, st := range r.stale {
-		if _, ok := restored[st.id]; !ok {
-			continue // its checkpoint was not restored: the pin stays
-		}
-		ds, err := lance.Open(r.s, st.root)
-		if err == nil {
-			err = deleteTag(ctx, ds, st.tag.Name)
-		}
-		if err != nil {
-			r.rep.Unrecoverable = append(r.rep.Unrecoverable, Conflict{Kind: ConflictWrongTarget, Path: st.root, Tag: st.tag.Name, Detail: "replaced, but deleting it failed (reconcile reclaims it): " + err.Error()})
-			continue
-		}
-		r.rep.Replaced = append(r.rep.Replaced, PinEvent{Path: st.root, Tag: st.tag.Name, CheckpointID: st.id, Branch: branchOf(st.tag), Version: st.tag.Version, Why: st.why})
-	}
-	for _, key := range r.used {
-		if err := r.s.Delete(ctx, key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
-			return err
-		}
-		r.rep.SidecarsRemoved = append(r.rep.SidecarsRemoved, key)
-	}
-	if ro.Audit != nil {
-		return ro.Audit(ctx, "recovered", r.op, r.actor, r.rep)
+	if err := r.reg.WriteHeadRecord(ctx, r.draft.Version, r.draft); err != nil {
+		return fmt.Errorf("writing the head record of the recovered version %d (run recover again): %w", r.draft.Version, err)
 	}
 	return nil
 }
@@ -704,4 +811,49 @@ func tagIn(fs []found, root, tag string) bool {
 		}
 	}
 	return false
+}
+
+// takeDrops validates the pins the operator drops and takes them out of
+// what recover restores: each must exist, be a v1 pin tag, and be needed by
+// no live checkpoint.
+func (r *recovery) takeDrops(ro RecoverOptions, tags map[string][]lance.Tag, explained map[string]bool, byID map[checkpoint.ID][]found) error {
+	if len(ro.DropPins) == 0 {
+		return nil
+	}
+	if ro.Reason == "" {
+		return core.Errorf("recover", "", core.ErrInvalidArgument, "dropping a pin needs a reason (--reason): say why nothing needs it")
+	}
+	for _, spec := range ro.DropPins {
+		root, name, ok := strings.Cut(spec, ":")
+		if !ok {
+			return core.Errorf("recover", core.Quote(spec), core.ErrInvalidArgument, "a pin to drop is ROOT:TAG (as recover reports it)")
+		}
+		pt, err := checkpoint.ParsePinTag(name)
+		var t *lance.Tag
+		for i := range tags[root] {
+			if tags[root][i].Name == name {
+				t = &tags[root][i]
+			}
+		}
+		switch {
+		case err != nil:
+			return core.Errorf("recover", core.Quote(spec), core.ErrInvalidArgument, "not a pin tag: %v", err)
+		case t == nil:
+			return core.Errorf("recover", core.Quote(spec), core.ErrNotFound, "no such pin in the store")
+		case explained[root+":"+name]:
+			return core.Errorf("recover", core.Quote(spec), core.ErrInvalidArgument, "a live checkpoint needs this pin: delete the checkpoint instead (retain checkpoint delete)")
+		}
+		fs := byID[pt.CheckpointID]
+		for i, f := range fs {
+			if f.root == root && f.tag.Name == name {
+				byID[pt.CheckpointID] = append(fs[:i:i], fs[i+1:]...)
+				break
+			}
+		}
+		if len(byID[pt.CheckpointID]) == 0 {
+			delete(byID, pt.CheckpointID)
+		}
+		r.drops = append(r.drops, reclaim{root: root, tag: *t, id: pt.CheckpointID, why: "dropped by the operator: " + ro.Reason})
+	}
+	return nil
 }

@@ -22,7 +22,7 @@ const testTimeout = 700 * time.Millisecond
 
 // withTimeouts sets both limits short for a test.
 func withTimeouts(call, idle time.Duration) func(*LaunchConfig) {
-	return func(cfg *LaunchConfig) { cfg.CallTimeout, cfg.IdleTimeout = call, idle }
+	return func(cfg *LaunchConfig) { cfg.CallTimeout, cfg.IdleTimeout, cfg.GateTimeout = call, idle, call }
 }
 
 // zeros is an endless body.

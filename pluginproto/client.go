@@ -55,6 +55,10 @@ type LaunchConfig struct {
 	// Zero: $RETAIN_CALL_TIMEOUT / $RETAIN_IDLE_TIMEOUT, else one minute.
 	CallTimeout time.Duration
 	IdleTimeout time.Duration
+	// GateTimeout bounds AcquireGate, which blocks while another process
+	// holds the gate (zero: EnvGateTimeout, else 15 minutes; never below
+	// the call timeout).
+	GateTimeout time.Duration
 
 	// noPdeathsig leaves the kernel's parent-death signal off, so a test
 	// can prove the plugin's own parent watch.
@@ -76,7 +80,7 @@ type Client struct {
 	closed  atomic.Bool
 	// callTimeout and idleTimeout are the limits of deadline.go; dead
 	// says why the host killed the plugin, once it has.
-	callTimeout, idleTimeout time.Duration
+	callTimeout, idleTimeout, gateTimeout time.Duration
 	dead                     atomic.Pointer[string]
 	// readOnly: the host asked for a read-only open. Capabilities then
 	// always declare read-only, even from a plugin that predates the field,
@@ -166,7 +170,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	if timeout <= 0 {
 		return nil, launchCtxError(name, path, context.DeadlineExceeded)
 	}
-	callTimeout, idleTimeout, err := timeouts(cfg)
+	callTimeout, idleTimeout, gateTimeout, err := timeouts(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +260,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	}
 
 	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, img: img, cmd: cmd,
-		callTimeout: callTimeout, idleTimeout: idleTimeout, readOnly: cfg.Location.ReadOnly}
+		callTimeout: callTimeout, idleTimeout: idleTimeout, gateTimeout: gateTimeout, readOnly: cfg.Location.ReadOnly}
 	if _, err := unary(ctx, c, "open", "", func(ctx context.Context) (*pb.OpenResponse, error) {
 		return c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)})
 	}); err != nil {
@@ -792,7 +796,7 @@ func (c *Client) AcquireGate(ctx context.Context, name string) (core.GateLease, 
 	if !utf8.ValidString(name) {
 		return core.GateLease{}, core.Errorf(op, name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", name)
 	}
-	resp, err := unary(ctx, c, op, name, func(ctx context.Context) (*pb.AcquireGateResponse, error) {
+	resp, err := unaryWithin(ctx, c, op, name, c.gateLimit(), EnvGateTimeout, func(ctx context.Context) (*pb.AcquireGateResponse, error) {
 		return c.rpc.AcquireGate(ctx, &pb.AcquireGateRequest{Name: name})
 	})
 	if err != nil {

@@ -35,9 +35,14 @@ const (
 	// number of seconds.
 	EnvCallTimeout = "RETAIN_CALL_TIMEOUT"
 	EnvIdleTimeout = "RETAIN_IDLE_TIMEOUT"
+	// EnvGateTimeout bounds AcquireGate, which blocks by contract while
+	// another process holds the gate: a longer limit than other calls, so
+	// a gate held legitimately does not get a healthy plugin killed.
+	EnvGateTimeout = "RETAIN_GATE_TIMEOUT"
 
 	defaultCallTimeout = time.Minute
 	defaultIdleTimeout = time.Minute
+	defaultGateTimeout = 15 * time.Minute
 
 	// putUploadAllowance is added to a Put's wait for its final answer per
 	// MiB sent: an adapter may upload a spooled body only once it has all
@@ -50,13 +55,15 @@ const (
 )
 
 // timeouts resolves the LaunchConfig's timeouts against the environment.
-func timeouts(cfg LaunchConfig) (call, idle time.Duration, err error) {
+func timeouts(cfg LaunchConfig) (call, idle, gate time.Duration, err error) {
 	call, err = timeoutSetting(cfg.CallTimeout, EnvCallTimeout, defaultCallTimeout)
-	if err != nil {
-		return 0, 0, err
+	if err == nil {
+		idle, err = timeoutSetting(cfg.IdleTimeout, EnvIdleTimeout, defaultIdleTimeout)
 	}
-	idle, err = timeoutSetting(cfg.IdleTimeout, EnvIdleTimeout, defaultIdleTimeout)
-	return call, idle, err
+	if err == nil {
+		gate, err = timeoutSetting(cfg.GateTimeout, EnvGateTimeout, defaultGateTimeout)
+	}
+	return call, idle, max(gate, call), err
 }
 
 func timeoutSetting(set time.Duration, env string, def time.Duration) (time.Duration, error) {
@@ -95,6 +102,13 @@ func (c *Client) callLimit() time.Duration {
 	return defaultCallTimeout
 }
 
+func (c *Client) gateLimit() time.Duration {
+	if c.gateTimeout > 0 {
+		return c.gateTimeout
+	}
+	return max(defaultGateTimeout, c.callLimit())
+}
+
 func (c *Client) idleLimit() time.Duration {
 	if c.idleTimeout > 0 {
 		return c.idleTimeout
@@ -110,14 +124,19 @@ func (c *Client) putLimit(sent int64) time.Duration {
 // unary runs one call that waits for a single answer, under the call
 // timeout. Its errors come back as *core.Error.
 func unary[T any](ctx context.Context, c *Client, op, key string, call func(context.Context) (T, error)) (T, error) {
-	ours := time.Now().Add(c.callLimit())
+	return unaryWithin(ctx, c, op, key, c.callLimit(), EnvCallTimeout, call)
+}
+
+// unaryWithin is unary under limit (set by env).
+func unaryWithin[T any](ctx context.Context, c *Client, op, key string, limit time.Duration, env string, call func(context.Context) (T, error)) (T, error) {
+	ours := time.Now().Add(limit)
 	cctx, cancel := context.WithDeadlineCause(ctx, ours, errCallTimeout)
 	defer cancel()
 	resp, err := call(cctx)
 	if err != nil {
 		var zero T
 		if cutShort(ctx, cctx, ours, err) {
-			return zero, c.hung(op, key, "did not answer "+describe(op, key), c.callLimit(), EnvCallTimeout)
+			return zero, c.hung(op, key, "did not answer "+describe(op, key), limit, env)
 		}
 		return zero, c.convertErr(ctx, op, key, err)
 	}

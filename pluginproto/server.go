@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/redact"
 	"github.com/retain-dev/retain/pluginproto/internal/pb"
 )
 
@@ -72,9 +73,11 @@ func serve(a core.Adapter, cfg serveConfig) {
 		level = hclog.Info
 	}
 	logger := hclog.New(&hclog.LoggerOptions{
-		Name:       a.Name,
-		Level:      level,
-		Output:     os.Stderr, // the real stderr: go-plugin swaps os.Stderr later
+		Name:  a.Name,
+		Level: level,
+		// The real stderr (go-plugin swaps os.Stderr later), masked here:
+		// only the plugin knows what its credential chain resolved.
+		Output:     redact.NewWriter(os.Stderr),
 		JSONFormat: true,
 	})
 

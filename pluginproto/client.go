@@ -81,7 +81,7 @@ type Client struct {
 	// callTimeout and idleTimeout are the limits of deadline.go; dead
 	// says why the host killed the plugin, once it has.
 	callTimeout, idleTimeout, gateTimeout time.Duration
-	dead                     atomic.Pointer[string]
+	dead                                  atomic.Pointer[string]
 	// readOnly: the host asked for a read-only open. Capabilities then
 	// always declare read-only, even from a plugin that predates the field,
 	// so the portable Store refuses writes before they cross the wire.

@@ -81,6 +81,12 @@ func planRegistry(ctx context.Context, s *core.Store, snap *checkpoint.Snapshot,
 	if err != nil {
 		return rc, err
 	}
+	if boundary && floor == snap.Version {
+		// The boundary commit will record itself; cleanRegistry checks the
+		// record again before deleting, and keeps the old head if that
+		// record write was lost.
+		floor++
+	}
 	newer := 0 // versions kept newer than this one, the boundary commit included
 	if boundary {
 		newer = 1

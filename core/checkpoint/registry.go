@@ -528,8 +528,10 @@ func (r *Registry) checkHead(ctx context.Context, v Version, snap *Snapshot, rec
 	}
 	var h hint
 	if !rec.found || json.Unmarshal(rec.body, &h) != nil || h.Format != hintFormat {
-		if v == 1 {
-			return HeadNoEvidence, nil // the first commit's record write may have been lost
+		if v == 1 || r.firstChained(ctx, v) {
+			// The first commit with a record (of the store, or since an
+			// upgrade from format 1) may have lost its record write.
+			return HeadNoEvidence, nil
 		}
 		return 0, &HeadMismatch{Head: v, Untrusted: true, Reason: fmt.Sprintf("no readable head record (%s) proves it, though every commit writes one", HintKey)}
 	}
@@ -584,6 +586,17 @@ func (r *Registry) checkHead(ctx context.Context, v Version, snap *Snapshot, rec
 		}
 		snap, want = s, s.Prev
 	}
+}
+
+// firstChained reports whether version v's predecessor is format 1: v is
+// the first version written by a build that keeps the head record.
+func (r *Registry) firstChained(ctx context.Context, v Version) bool {
+	body, err := r.readObject(ctx, VersionKey(v-1))
+	if err != nil {
+		return false
+	}
+	s, err := decode(VersionKey(v-1), body, v-1)
+	return err == nil && s.Format == formatUnchained
 }
 
 // WriteHeadRecord writes the head record for snap (version v): what every

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -459,5 +460,57 @@ func TestVersionKeys(t *testing.T) {
 		if v, ok := ParseVersionKey(bad); ok {
 			t.Errorf("ParseVersionKey(%s) = %d", bad, v)
 		}
+	}
+}
+
+// TestUpgradeFromUnchainedRegistry: a registry written by a build before
+// the chain (format 1, no head record on ordered stores) reads as before,
+// and so does the first format 2 version on top of it even if its record
+// write was lost; from then on the record is required.
+func TestUpgradeFromUnchainedRegistry(t *testing.T) {
+	mem := memstore.New()
+	m := newMeter(t, mem)
+	reg := Open(m.store, Options{})
+	commitNoop(t, reg, 2)
+	for v := Version(1); v <= 2; v++ { // as the old build wrote them
+		b, _, err := m.store.ReadAll(bg, VersionKey(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(b, &obj); err != nil {
+			t.Fatal(err)
+		}
+		obj["format"] = 1
+		delete(obj, "prev")
+		nb, _ := json.Marshal(obj)
+		if _, err := m.store.PutBytes(bg, VersionKey(v), append(nb, '\n'), core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.store.Delete(bg, HintKey, core.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reg = Open(m.store, Options{})
+	if _, _, err := reg.Head(bg); err != nil {
+		t.Fatalf("a format 1 registry: %v", err)
+	}
+	commitNoop(t, reg, 1)                                                     // version 3, format 2
+	if err := m.store.Delete(bg, HintKey, core.DeleteOptions{}); err != nil { // its record write lost
+		t.Fatal(err)
+	}
+	if _, _, err := reg.Head(bg); err != nil {
+		t.Fatalf("the first format 2 version without its record: %v", err)
+	}
+	hv, hs, _ := reg.HeadUnverified(bg)
+	if err := reg.WriteHeadRecord(bg, hv, hs); err != nil {
+		t.Fatal(err)
+	}
+	commitNoop(t, reg, 1) // version 4
+	if err := m.store.Delete(bg, HintKey, core.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.Head(bg); !errors.Is(err, ErrCorruptRegistry) {
+		t.Fatalf("a chained head without its record: %v", err)
 	}
 }

@@ -191,14 +191,23 @@ func (r *Registry) observe(v Version) {
 // *HeadMismatch), so nothing is built on, listed from or decided by a
 // rewritten, flipped or rolled-back registry.
 func (r *Registry) Head(ctx context.Context) (Version, *Snapshot, error) {
-	v, snap, rec, err := r.head(ctx)
-	if err != nil {
-		return 0, nil, err
+	for attempt := 0; ; attempt++ {
+		v, snap, rec, err := r.head(ctx)
+		if err == nil {
+			_, err = r.checkHead(ctx, v, snap, rec)
+		}
+		var hm *HeadMismatch
+		if attempt == 0 && (errors.As(err, &hm) || errors.Is(err, core.ErrNotFound)) {
+			// Read everything once more before refusing: outside the
+			// claim a commit and a registry cleanup may land between the
+			// listing, the head and the record. Real damage stays.
+			continue
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return v, snap, nil
 	}
-	if _, err := r.checkHead(ctx, v, snap, rec); err != nil {
-		return 0, nil, err
-	}
-	return v, snap, nil
 }
 
 // HeadUnverified is Head without holding the head to its commit's record:
@@ -425,11 +434,9 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	r.observe(next.Version)
 	next.draft = false
 	next.ref = ref
-	// Best effort: Head probes past a stale record, and CheckHead follows
-	// the chain from a stale one to the head.
-	if b, err := json.Marshal(hint{Format: hintFormat, Version: next.Version, SHA256: ref.SHA256}); err == nil {
-		_, _ = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
-	}
+	// Best effort (the commit stands): Head probes past a stale record,
+	// CheckHead follows the chain from one, reconcile settles it.
+	_ = r.RecordCommit(ctx, ref)
 	return ref, nil
 }
 
@@ -599,34 +606,56 @@ func (r *Registry) firstChained(ctx context.Context, v Version) bool {
 	return err == nil && s.Format == formatUnchained
 }
 
+// RecordCommit writes the head record for the committed version ref names,
+// retrying once and outliving the caller's cancellation: every Commit does
+// it, and so does a caller that learned through VerifyRef that a commit
+// whose answer was lost landed. A head without its record is one Head
+// must refuse, so the record is worth a second try.
+func (r *Registry) RecordCommit(ctx context.Context, ref Ref) error {
+	b, err := json.Marshal(hint{Format: hintFormat, Version: ref.Version, SHA256: ref.SHA256})
+	if err != nil {
+		return err
+	}
+	ctx = context.WithoutCancel(ctx)
+	if _, err = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite}); err != nil {
+		_, err = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
+	}
+	return err
+}
+
 // WriteHeadRecord writes the head record for snap (version v): what every
 // commit does best effort, done by reconcile to settle a record that lags
 // and by registry recover, which must not leave it unsettled.
 func (r *Registry) WriteHeadRecord(ctx context.Context, v Version, snap *Snapshot) error {
-	b, err := json.Marshal(hint{Format: hintFormat, Version: v, SHA256: snap.Ref().SHA256})
-	if err != nil {
-		return err
-	}
-	_, err = r.store.PutBytes(ctx, HintKey, b, core.PutOptions{Mode: core.PutOverwrite})
-	return err
+	ref := snap.Ref()
+	ref.Version = v
+	return r.RecordCommit(ctx, ref)
 }
 
 // RecordedVersion is the version the head record names, 0 if there is no
 // readable record. Registry cleanup never removes it or anything above it:
 // CheckHead follows the chain from it to the head.
 func (r *Registry) RecordedVersion(ctx context.Context) (Version, error) {
+	v, _, err := r.HeadRecord(ctx)
+	return v, err
+}
+
+// HeadRecord is what the head record says: the version and the SHA-256 of
+// its bytes ("" from a build without digests); version 0 without a
+// readable record.
+func (r *Registry) HeadRecord(ctx context.Context) (Version, string, error) {
 	b, _, err := r.store.ReadAll(ctx, HintKey)
 	if errors.Is(err, core.ErrNotFound) {
-		return 0, nil
+		return 0, "", nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	var h hint
 	if json.Unmarshal(b, &h) != nil || h.Format != hintFormat {
-		return 0, nil
+		return 0, "", nil
 	}
-	return h.Version, nil
+	return h.Version, h.SHA256, nil
 }
 
 // ChainBreak is a stored version that does not name its predecessor's

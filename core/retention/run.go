@@ -339,6 +339,9 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			// carrying this run's rows decides.
 			if ok, perr := boundariesPublished(ctx, s, j, &RunReport{}); perr == nil && ok {
 				err = nil
+				if _, b, herr := reg.HeadUnverified(ctx); herr == nil && b.Version == draft.Version {
+					_ = reg.WriteHeadRecord(ctx, b.Version, b) // it landed; Commit gave up before its record
+				}
 			}
 		}
 		if err != nil {

@@ -2,8 +2,10 @@ package protocol
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -13,6 +15,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/memstore"
 )
 
 // authorityStore builds the store every damage case starts from: a
@@ -474,4 +477,91 @@ func TestRecoverUnplaceablePins(t *testing.T) {
 	if _, err := Verify(bg, ps.s, ps.loc); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
+}
+
+// TestRecoverAgainAfterItsRecordWasLost: recover builds over a head that
+// forged a tombstone, then its own head record write is lost (the record
+// still names the forged head's true bytes). Run again, it must not take
+// the forged version as its base: the checkpoint stays live and no pin of
+// it is reclaimed.
+func TestRecoverAgainAfterItsRecordWasLost(t *testing.T) {
+	ps, live, _ := authorityStore(t, newProofEnv(t, "localfs"), true)
+	record, _, err := ps.s.ReadAll(bg, checkpoint.HintKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgeTombstone(t, ps, live["a"].ID)
+	if _, err := Recover(bg, ps.s, ps.loc, RecoverOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ps.s.PutBytes(bg, checkpoint.HintKey, record, core.PutOptions{Mode: core.PutOverwrite}); err != nil {
+		t.Fatal(err) // as if recover's record write had been lost
+	}
+	rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
+	if err != nil || rep.From >= 6 {
+		t.Fatalf("second recover built on version %d (the forged head is 6): %v %+v", rep.From, err, rep)
+	}
+	got := recoveredClean(t, ps)
+	if in, ok := got["a"]; !ok || in.ID != live["a"].ID {
+		t.Fatalf("a is not live after the second recover: %+v", got)
+	}
+}
+
+// lostCommitAnswer lands every registry version put, then answers it
+// with a transient error: the commit happened, its caller cannot know.
+type lostCommitAnswer struct {
+	core.Driver
+}
+
+func (d lostCommitAnswer) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	info, err := d.Driver.Put(ctx, key, body, opts)
+	if err == nil && strings.HasPrefix(key, checkpoint.VersionsPrefix) {
+		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "connection reset (the put landed)")
+	}
+	return info, err
+}
+
+// TestLostCommitAnswersKeepTheHeadRecord: creates whose commit answers are
+// lost (found landed through VerifyRef) still record the head, so two in
+// a row do not leave a head Head must refuse.
+func TestLostCommitAnswersKeepTheHeadRecord(t *testing.T) {
+	mem := memstore.New()
+	s, err := core.NewStore(bg, "memstore", lostCommitAnswer{Driver: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := memStore(t, "v2-appends")
+	for _, o := range mustList(t, plain) {
+		b, _, _ := plain.ReadAll(bg, o)
+		if _, err := s.PutBytes(bg, o, b, core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loc := core.Location{Scheme: "mem", Bucket: "test"}
+	for _, name := range []string{"a", "b"} {
+		if _, err := Create(bg, s, loc, name, ""); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	reg := checkpoint.Open(s, checkpoint.Options{})
+	v, sha, err := reg.HeadRecord(bg)
+	if err != nil || v != 2 || sha == "" {
+		t.Fatalf("head record %d %q %v, want version 2", v, sha, err)
+	}
+	if _, _, err := reg.Head(bg); err != nil {
+		t.Fatalf("head after two lost commit answers: %v", err)
+	}
+}
+
+func mustList(t *testing.T, s *core.Store) []string {
+	t.Helper()
+	objs, err := s.List(bg, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Key)
+	}
+	return out
 }

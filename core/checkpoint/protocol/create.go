@@ -545,6 +545,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 		if verr := reg.VerifyRef(ctx, ref); verr != nil {
 			return nil, false, err // outcome unknown: the sidecar stays for reconcile
 		}
+		_ = reg.RecordCommit(ctx, ref) // it landed; Commit gave up before its record
 	}
 	failpoint.Hit(FPCreateAfterCommit)
 	res := &Created{ID: id, Name: name, Generation: cp.Generation, SourceBranch: branch, RegistryVersion: ref.Version,

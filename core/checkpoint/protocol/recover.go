@@ -365,18 +365,28 @@ func (r *recovery) readBase(ctx context.Context) error {
 		return err
 	}
 	// The head does not read, or is not the one its commit recorded:
-	// build on the newest version below it that reads.
+	// build on the newest version below it that reads and that nothing
+	// contradicts — never above the recorded version (unproven: written
+	// after the last commit the record knows), and the recorded version
+	// only if its bytes are the recorded ones.
 	vs, err := r.reg.History(ctx, 10_000_000)
+	if err != nil {
+		return err
+	}
+	recV, recSHA, err := r.reg.HeadRecord(ctx)
 	if err != nil {
 		return err
 	}
 	r.base = checkpoint.Empty()
 	for i := len(vs) - 1; i >= 0; i-- {
-		if i == len(vs)-1 {
-			r.rep.Corrupt = append(r.rep.Corrupt, vs[i]) // the head in doubt
+		if i == len(vs)-1 || (recSHA != "" && vs[i] > recV) {
+			r.rep.Corrupt = append(r.rep.Corrupt, vs[i]) // in doubt
 			continue
 		}
 		snap, err := r.reg.Read(ctx, vs[i])
+		if err == nil && recSHA != "" && vs[i] == recV && snap.Ref().SHA256 != recSHA {
+			err = checkpoint.ErrCorruptRegistry // not the bytes its commit recorded
+		}
 		if err == nil {
 			r.base, r.rep.From = snap, vs[i]
 			break

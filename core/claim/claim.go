@@ -127,6 +127,10 @@ type HeldError struct {
 	Holder  *Payload
 	Version string
 	Err     error // why the holder could not be read, if it could not
+	// Dead is set when the holder ran on this host and provably is no
+	// longer running: the proof, as a takeover would record it. Then the
+	// message names the command that continues instead of "try again".
+	Dead string
 }
 
 func (e *HeldError) Error() string {
@@ -137,8 +141,55 @@ func (e *HeldError) Error() string {
 		return fmt.Sprintf("%s: %s exists but could not be read (%v); it stays held: see `retain claim status STORE`, and try again", ErrHeld, Key, e.Err)
 	}
 	h := e.Holder
+	if e.Dead != "" {
+		return fmt.Sprintf("%s by pid %d on %s, which is no longer running (%s): it was %s (%s, operation %s) since %s. %s",
+			ErrHeld, h.PID, h.Host, e.Dead, h.Actor, h.Action, h.OperationID, h.CreatedAt.Format(time.RFC3339), ContinueHint("STORE", h))
+	}
 	return fmt.Sprintf("%s by %s (%s, operation %s) on %s pid %d since %s",
 		ErrHeld, h.Actor, h.Action, h.OperationID, h.Host, h.PID, h.CreatedAt.Format(time.RFC3339))
+}
+
+// DeadHere returns the proof that the holder of p ran on this host
+// (host as in Request.Host, "" for os.Hostname) and is no longer running,
+// or "" when it may be alive, ran elsewhere or cannot be checked. It is
+// the proof Takeover accepts without an attestation.
+func DeadHere(host string, p *Payload) string {
+	if host == "" {
+		host = hostOf(Request{})
+	}
+	if p == nil || p.Host != host {
+		return ""
+	}
+	proof, err := Proof(host, p, "")
+	if err != nil {
+		return ""
+	}
+	return proof
+}
+
+// NextCommands are the commands, in order, that continue after the dead
+// holder p of store's claim. A cleanup run's own resume takes the claim
+// over on the same proof, so it comes first; a run that died before it
+// journaled a plan deleted nothing and has nothing to resume, and then,
+// as for any other operation, the takeover frees the store.
+func NextCommands(store string, p *Payload) []string {
+	takeover := fmt.Sprintf("retain claim takeover %s --token %s --reason %s",
+		shellWord(store), shellWord(p.OwnerToken), shellWord(fmt.Sprintf("pid %d on %s is no longer running", p.PID, p.Host)))
+	if isCleanup(p.Action) {
+		return []string{fmt.Sprintf("retain cleanup run %s --resume --confirm-write-outage", shellWord(store)), takeover}
+	}
+	return []string{takeover}
+}
+
+func isCleanup(action string) bool { return action == "cleanup" || action == "cleanup-resume" }
+
+// ContinueHint says in a sentence what NextCommands are for.
+func ContinueHint(store string, p *Payload) string {
+	next := NextCommands(store, p)
+	if isCleanup(p.Action) {
+		return fmt.Sprintf("Finish the run with `%s`; if that answers that there is nothing to resume (the run stopped before it planned anything, so it deleted nothing), free the store with `%s` and run cleanup again", next[0], next[1])
+	}
+	return fmt.Sprintf("Free the store with `%s`, then run the command again", next[0])
 }
 
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
@@ -286,6 +337,9 @@ func Acquire(ctx context.Context, s *core.Store, req Request) (*Handle, error) {
 			// No replace-if-version: adopt it as it is.
 			return &Handle{store: s, payload: *held.Holder, version: held.Version, scope: lost.(core.Scope)}, nil
 		}
+		// A holder that provably died on this host is named as such,
+		// with the way on: otherwise "held" reads as "wait".
+		held.Dead = DeadHere(p.Host, held.Holder)
 	}
 	return h, err
 }

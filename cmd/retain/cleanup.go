@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/duration"
 )
 
 // cleanupPreviewJSON is the JSON of `retain cleanup preview --json`
@@ -82,7 +83,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 			return refused
 		},
 	}
-	preview.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
+	preview.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
 	cmd.AddCommand(preview, a.cleanupRunCmd())
 	return cmd
@@ -167,7 +168,7 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 		},
 	}
 	run.Flags().BoolVar(&confirm, "confirm-write-outage", false, "confirm that no writer commits to the store's tables while cleanup runs")
-	run.Flags().DurationVar(&olderThan, "older-than", 0, "versions committed longer ago than this may be removed (e.g. 168h)")
+	run.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	run.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
 	run.Flags().BoolVar(&resume, "resume", false, "finish the unfinished run from its journaled plans (same root digests)")
 	run.Flags().StringVar(&op, "op", "", "with --resume: the operation id of the run to finish, when there are several")

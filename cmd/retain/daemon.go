@@ -21,6 +21,7 @@ import (
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/maintenance"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/duration"
 )
 
 // defaultMetricsAddr is loopback: metrics are not published beyond the
@@ -270,6 +271,6 @@ func (a *app) auditCmd() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().DurationVar(&since, "since", 0, "only lines of the last D (e.g. 24h)")
+	cmd.Flags().Var((*duration.Value)(&since), "since", "only lines of the last D (e.g. 24h or 7d)")
 	return cmd
 }

@@ -163,8 +163,11 @@ func TestQuickstartRefusesNonEmptyDir(t *testing.T) {
 	before := folderState(t, dir)
 	for _, arg := range []string{dir, keep} {
 		out, errs, code := retain(t, "quickstart", arg, "--json")
-		if code != 2 || !strings.Contains(errs, "not an empty directory") || out != "" {
+		if code != 2 || !strings.Contains(errs, "not an empty directory") {
 			t.Fatalf("quickstart %s: exit %d\nstdout %s\nstderr %s", arg, code, out, errs)
+		}
+		if kind, msg, _ := decodeJSONError(t, out); kind != "invalid argument" || !strings.Contains(msg, "not an empty directory") {
+			t.Fatalf("quickstart %s --json: %s", arg, out)
 		}
 	}
 	wantUnchanged(t, "quickstart refused", before, folderState(t, dir))

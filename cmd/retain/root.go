@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -25,6 +28,10 @@ type app struct {
 	jsonOut        bool
 	logLevel       string
 	ran            bool
+	// printedJSON: the command already wrote its JSON result, which then
+	// carries the failure; a second object would break a reader of one.
+	printedJSON bool
+	showVersion bool
 	// adapterPath, adapterSHA256: --adapter, --adapter-sha256 (open).
 	adapterPath, adapterSHA256 string
 }
@@ -39,12 +46,76 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "retain:", err)
+	code := exitFailed
 	var ue usageError
 	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
-		return exitUsage
+		code = exitUsage
 	}
-	return exitFailed
+	// The plain line goes to stderr in JSON mode too: it is what a person
+	// at the terminal reads, and scripts read stdout.
+	fmt.Fprintln(stderr, "retain:", err)
+	if (a.jsonOut || jsonRequested(args)) && !a.printedJSON {
+		a.printJSON(jsonErrorOf(err, code))
+	}
+	return code
+}
+
+// jsonRequested finds --json in a command line whose parsing stopped
+// before reaching it (an unknown flag ahead of it).
+func jsonRequested(args []string) bool {
+	for _, arg := range args {
+		if arg == "--" {
+			return false
+		}
+		if v, ok := strings.CutPrefix(arg, "--json"); ok && (v == "" || v[0] == '=') {
+			b, err := strconv.ParseBool(strings.TrimPrefix(v, "="))
+			return v == "" || err == nil && b
+		}
+	}
+	return false
+}
+
+type jsonError struct {
+	Error jsonErrorBody `json:"error"`
+}
+
+type jsonErrorBody struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	Next    string `json:"next,omitempty"`
+}
+
+// nextCommand is the first command a message names; messages name the
+// command that gets out in backquotes.
+var nextCommand = regexp.MustCompile("`(retain [^`]+)`")
+
+func jsonErrorOf(err error, code int) jsonError {
+	kind := core.KindOf(err)
+	if kind == core.ErrUnknown && code == exitUsage {
+		kind = core.ErrInvalidArgument // a command line the parser or the command refused
+	}
+	e := jsonErrorBody{Kind: kind.String(), Message: err.Error()}
+	if m := nextCommand.FindStringSubmatch(e.Message); m != nil {
+		e.Next = m[1]
+	}
+	return jsonError{e}
+}
+
+// logLevels are the names hclog knows; it maps any other to its default.
+var logLevels = []string{"trace", "debug", "info", "warn", "error", "off"}
+
+func (a *app) checkLogLevel(cmd *cobra.Command) error {
+	l := strings.ToLower(strings.TrimSpace(a.logLevel))
+	for _, v := range logLevels {
+		if l == v {
+			return nil
+		}
+	}
+	from := "--log-level"
+	if !cmd.Flags().Changed("log-level") {
+		from = "RETAIN_LOG"
+	}
+	return usageError{fmt.Errorf("%s %s is not a log level: use one of %s", from, core.Quote(a.logLevel), strings.Join(logLevels, ", "))}
 }
 
 // rootCmd is the whole command tree; tests walk it to check that every
@@ -55,19 +126,32 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "Checkpoint-pinned retention of Lance datasets on any object store",
 		Long: `retain keeps named checkpoints of Lance datasets alive through cleanup, on a
 local filesystem, S3, GCS or Azure. Stores are named by URI: a path or
-file:///abs/path (localfs); s3://, gs:// and az:// are reserved.`,
+file:///abs/path (localfs), s3://bucket/prefix, gs://bucket/prefix or
+az://container/prefix (see docs/backend-*.md for each one's options).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	// Errors before any command runs (unknown command or flag, wrong
 	// arguments) are usage errors; PersistentPreRun marks that one ran.
-	root.PersistentPreRun = func(*cobra.Command, []string) { a.ran = true }
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		a.ran = true
+		return a.checkLogLevel(cmd)
+	}
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
-	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level (trace, debug, info, warn, error); env RETAIN_LOG")
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level ("+strings.Join(logLevels, ", ")+"); env RETAIN_LOG")
+	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	root.PersistentFlags().StringVar(&a.adapterPath, "adapter", os.Getenv("RETAIN_ADAPTER"), "open every store through this vendor adapter plugin binary instead of the bundled adapter for its scheme; env RETAIN_ADAPTER")
 	root.PersistentFlags().StringVar(&a.adapterSHA256, "adapter-sha256", os.Getenv("RETAIN_ADAPTER_SHA256"), "expected SHA-256 (hex) of the --adapter binary, refused if it differs (recommended); env RETAIN_ADAPTER_SHA256")
-	root.AddCommand(a.versionCmd(), a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
+	versionCmd := a.versionCmd()
+	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
 	refuseUnknownCommands(root)
+	help := root.RunE
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if a.showVersion {
+			return versionCmd.RunE(cmd, args)
+		}
+		return help(cmd, args)
+	}
 	return root
 }
 
@@ -86,6 +170,7 @@ func (a *app) logger() hclog.Logger {
 }
 
 func (a *app) printJSON(v any) error {
+	a.printedJSON = true
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)

@@ -16,10 +16,11 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/duration"
 )
 
-// Duration is a time.Duration written as Go text ("1h", "168h") in YAML
-// and JSON.
+// Duration is a time.Duration written as text in YAML and JSON: Go's
+// forms ("1h", "168h") or days and weeks ("7d", "2w", "1w2d").
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) {
@@ -29,9 +30,9 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := string(b)
 	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return fmt.Errorf("a duration is written as text, e.g. \"1h\" or \"168h\", not %s", s)
+		return fmt.Errorf("a duration is written as text, e.g. \"7d\", \"1w2d\" or \"36h\", not %s", s)
 	}
-	v, err := time.ParseDuration(s[1 : len(s)-1])
+	v, err := duration.Parse(s[1 : len(s)-1])
 	if err != nil {
 		return err
 	}

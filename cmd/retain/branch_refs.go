@@ -72,11 +72,9 @@ func (a *app) openBranchTable(ctx context.Context, uri string, write bool) (bran
 			return bt, nil, core.Location{}, nil, err
 		}
 	}
-	open := a.openStoreReadOnly
-	if write {
-		open = a.openStore
-	}
-	s, loc, err := open(ctx, bt.storeURI)
+	// The table was checked above (or is read below): the store-misuse
+	// check of store commands is not for a table command.
+	s, loc, err := a.open(ctx, bt.storeURI, !write)
 	if err != nil {
 		return bt, nil, loc, nil, err
 	}

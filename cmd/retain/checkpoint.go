@@ -66,6 +66,14 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(map[string]any{"registry_version": v, "checkpoints": infos})
 			}
+			if len(infos) == 0 {
+				// An empty listing of a store without tables is most
+				// often a mistyped STORE: say that instead.
+				if tables, err := protocol.DiscoverTables(cmd.Context(), s); err == nil && len(tables) == 0 {
+					a.noTablesNote(args[0])
+					return nil
+				}
+			}
 			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tID\tBRANCH\tTABLES\tREGISTRY\tCREATED\tACTOR\tPINS")
 			for _, in := range infos {

@@ -17,20 +17,22 @@ import (
 
 // openStore opens the store at uri writable (through its bundled adapter,
 // out of process, or the --adapter binary) and returns its parsed location
-// too.
+// too. A store that is a Lance table, or lies inside one, is refused first
+// (openStoreChecked).
 func (a *app) openStore(ctx context.Context, uri string) (*core.Store, core.Location, error) {
-	return a.open(ctx, uri, false)
+	return a.openStoreChecked(ctx, uri, false)
 }
 
 // openStoreReadOnly opens the store for a command that only looks: the
 // adapter writes nothing, not even at open, and every write is refused.
 func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, core.Location, error) {
-	return a.open(ctx, uri, true)
+	return a.openStoreChecked(ctx, uri, true)
 }
 
-// open is where every command opens its store: through the bundled adapter
-// for the URI's scheme, or, with --adapter PATH (RETAIN_ADAPTER), through
-// that vendor plugin binary whatever the scheme.
+// open is where every command opens its store (table commands directly, on
+// the table's own URI; store commands through openStoreChecked): through
+// the bundled adapter for the URI's scheme, or, with --adapter PATH
+// (RETAIN_ADAPTER), through that vendor plugin binary whatever the scheme.
 func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {

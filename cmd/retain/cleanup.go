@@ -76,7 +76,11 @@ func (a *app) cleanupCmd() *cobra.Command {
 				}
 				return refused
 			}
-			a.printPreview(args[0], p, cost)
+			if len(p.Tables) == 0 {
+				a.noTablesNote(args[0])
+			} else {
+				a.printPreview(args[0], p, cost)
+			}
 			for _, op := range open {
 				fmt.Fprintf(a.stdout, "unfinished: cleanup run %s stopped part-way; `retain cleanup run --resume` finishes it before any new run plans\n", op)
 			}

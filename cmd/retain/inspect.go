@@ -252,7 +252,8 @@ func (a *app) inspect(ctx context.Context, uri string, o inspectOptions) error {
 			return err
 		}
 	}
-	s, _, err := a.openStoreReadOnly(ctx, uri)
+	// a.open, not openStoreReadOnly: the URI is a table, not a store.
+	s, _, err := a.open(ctx, uri, true)
 	if err != nil {
 		return err
 	}

@@ -85,11 +85,9 @@ func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags)
 			storeURI, root = parent, filepath.Base(loc.Path)
 		}
 	}
-	open := a.openStoreReadOnly
-	if write {
-		open = a.openStore
-	}
-	s, sloc, err := open(ctx, storeURI)
+	// Opened unchecked: a table URI is not a store, and on object stores
+	// it is what the adapter opens.
+	s, sloc, err := a.open(ctx, storeURI, !write)
 	if err != nil {
 		return nil, nil, err
 	}

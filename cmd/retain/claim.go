@@ -129,6 +129,10 @@ type claimStatus struct {
 	// Unreadable is set, with Held, when the claim object exists but
 	// cannot be read: nothing names its owner.
 	Unreadable *unreadableClaim `json:"unreadable,omitempty"`
+	// Dead is the proof that the holder, on this host, no longer runs;
+	// Next the commands that continue, in order.
+	Dead string   `json:"dead,omitempty"`
+	Next []string `json:"next,omitempty"`
 }
 
 type unreadableClaim struct {
@@ -164,6 +168,9 @@ func (a *app) claimCmd() *cobra.Command {
 			default:
 				st.Held, st.Holder, st.Version = true, p, info.Version
 				st.Age = time.Since(p.CreatedAt).Round(time.Second).String()
+				if d := claim.DeadHere("", p); d != "" {
+					st.Dead, st.Next = d, claim.NextCommands(args[0], p)
+				}
 			}
 			if a.jsonOut {
 				return a.printJSON(st)
@@ -181,6 +188,12 @@ func (a *app) claimCmd() *cobra.Command {
 				args[0], p.OperationID, p.Action, p.Actor, p.CreatedAt.Format(time.RFC3339), st.Age, p.Host, p.PID, p.OwnerToken)
 			if p.Takeover != nil {
 				fmt.Fprintf(a.stdout, "  took over  %s: %s (%s)\n", p.Takeover.PreviousOperationID, p.Takeover.Reason, p.Takeover.Proof)
+			}
+			if st.Dead != "" {
+				fmt.Fprintf(a.stdout, "  NOT RUNNING the holder is gone (%s)\n", st.Dead)
+				for _, n := range st.Next {
+					fmt.Fprintf(a.stdout, "  next       %s\n", n)
+				}
 			}
 			return nil
 		},

@@ -106,9 +106,19 @@ func TestCrashedCleanupBeforePlanNamesTakeover(t *testing.T) {
 			PID        int    `json:"pid"`
 			OwnerToken string `json:"owner_token"`
 		} `json:"holder"`
+		Dead string   `json:"dead"`
+		Next []string `json:"next"`
 	}
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Holder.OwnerToken == "" {
 		t.Fatalf("claim status: %v %s", err, out)
+	}
+	// Status says the holder is gone and names the commands, with the
+	// real store.
+	if st.Dead == "" || len(st.Next) != 2 || !strings.Contains(st.Next[1], "retain claim takeover "+db+" --token "+st.Holder.OwnerToken) {
+		t.Fatalf("claim status does not show the dead holder: %s", out)
+	}
+	if text, _, _ := retain(t, "claim", "status", db); !strings.Contains(text, "NOT RUNNING") || !strings.Contains(text, "next       retain cleanup run "+db+" --resume --confirm-write-outage") {
+		t.Fatalf("claim status (text): %s", text)
 	}
 	_, errs, code := retain(t, "reconcile", db)
 	if code != 1 || !strings.Contains(errs, fmt.Sprintf("held by pid %d on ", st.Holder.PID)) || !strings.Contains(errs, "which is no longer running") ||

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -31,7 +33,8 @@ import (
 // the host forwards to its own logger). Run by hand rather than by a host,
 // Serve says so on stderr and exits with status 1. If the host process dies
 // the plugin exits at once with status 2 (on Unix, where an orphan is
-// reparented).
+// reparented). SIGINT and SIGTERM are ignored: a plugin ends with its
+// host, never before it.
 func Serve(a core.Adapter) {
 	serve(a, serveConfig{})
 }
@@ -67,6 +70,12 @@ type serveConfig struct {
 const parentPoll = 200 * time.Millisecond
 
 func serve(a core.Adapter, cfg serveConfig) {
+	// A plugin ends with its host, never before it: SIGINT and SIGTERM
+	// reach the whole process group (`kill -TERM -PGID`, systemd's stop,
+	// `timeout`), and a host that finishes its pass on them needs its store
+	// until it exits. The host's exit ends the plugin (Pdeathsig, the parent
+	// watch, or the host's Kill).
+	ignoreStopSignals()
 	closeInheritedImage()
 	level := hclog.LevelFromString(os.Getenv(envLogLevel))
 	if level == hclog.NoLevel {
@@ -105,6 +114,10 @@ func serve(a core.Adapter, cfg serveConfig) {
 		logger.Warn("closing the store", "error", err)
 	}
 }
+
+// ignoreStopSignals ignores SIGINT and SIGTERM (go-plugin later takes
+// SIGINT itself and discards it).
+func ignoreStopSignals() { signal.Ignore(os.Interrupt, syscall.SIGTERM) }
 
 // watchParent exits the process as soon as its parent is no longer ppid:
 // the host died and the plugin was reparented, so no one will ever call it

@@ -49,7 +49,9 @@ The config (YAML or JSON; docs/daemon.md):
     keep_last: 10
   # enabled: false      # stops all background mutation, retention included
 
-SIGINT/SIGTERM wait for the pass in flight, then exit.`,
+SIGINT/SIGTERM wait for the pass in flight, then exit: status 1 when that
+last pass failed (its retention did not complete or its record was not
+written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := maintenance.LoadConfig(config)
@@ -72,7 +74,7 @@ SIGINT/SIGTERM wait for the pass in flight, then exit.`,
 				if a.jsonOut {
 					return a.printJSON(r)
 				}
-				return passError(r)
+				return r.Err()
 			}
 			if metricsAddr != "" {
 				stop, err := serveMetrics(metricsAddr, m, log)
@@ -88,18 +90,8 @@ SIGINT/SIGTERM wait for the pass in flight, then exit.`,
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the daemon's config file (YAML or JSON); without it: defaults, no retention window")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", defaultMetricsAddr, "serve Prometheus metrics on HOST:PORT at /metrics (\"\" turns them off; port 0 picks one, logged)")
-	cmd.Flags().BoolVar(&once, "once", false, "run one pass and exit (status 1 if its retention failed)")
+	cmd.Flags().BoolVar(&once, "once", false, "run one pass and exit (status 1 if its retention failed or its record was not written)")
 	return cmd
-}
-
-func passError(r *maintenance.PassReport) error {
-	if r == nil {
-		return nil
-	}
-	if r.RetentionDue && !r.RetentionCompleted {
-		return fmt.Errorf("retention did not complete: %s", r.RetentionError)
-	}
-	return nil
 }
 
 // serveMetrics listens on addr and serves /metrics until stop.

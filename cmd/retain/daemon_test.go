@@ -111,9 +111,19 @@ type daemonProc struct {
 
 func startDaemon(t *testing.T, env []string, args ...string) *daemonProc {
 	t.Helper()
+	return startDaemonWith(t, nil, env, args...)
+}
+
+// startDaemonWith is startDaemon with setup applied to the command before
+// it starts (its own process group, say).
+func startDaemonWith(t *testing.T, setup func(*exec.Cmd), env []string, args ...string) *daemonProc {
+	t.Helper()
 	d := &daemonProc{lines: make(chan string, 1000), done: make(chan struct{})}
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Env = append(os.Environ(), env...)
+	if setup != nil {
+		setup(d.cmd)
+	}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

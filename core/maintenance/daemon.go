@@ -55,6 +55,24 @@ type PassReport struct {
 	ClaimHolder string
 	// RetentionCompleted: the stamp advanced.
 	RetentionCompleted bool
+	// StateError is why the daemon's record could not be written.
+	StateError string `json:",omitempty"`
+}
+
+// Err is why the pass failed, nil when it did not: its retention was due
+// and did not complete, or its record could not be written. It decides
+// the exit status of `retain daemon --once` and of a daemon stopped by a
+// signal, so a supervisor sees a failed last pass.
+func (r *PassReport) Err() error {
+	switch {
+	case r == nil:
+		return nil
+	case r.RetentionDue && !r.RetentionCompleted:
+		return fmt.Errorf("retention did not complete: %s", r.RetentionError)
+	case r.StateError != "":
+		return fmt.Errorf("the daemon's record %s was not written: %s", StateKey, r.StateError)
+	}
+	return nil
 }
 
 func (d *Daemon) now() time.Time {
@@ -75,7 +93,7 @@ func (d *Daemon) actor() string {
 // Run runs a pass at once and then one every interval until ctx ends. A
 // pass in flight when ctx ends is finished first (its context is not
 // cancelled: a deletion is never abandoned half-way); it releases the
-// claim itself.
+// claim itself. Run then returns the last pass's Err.
 func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.Config.Validate(); err != nil {
 		return err
@@ -94,18 +112,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	ticker := time.NewTicker(d.Config.interval())
 	defer ticker.Stop()
+	var last *PassReport
+	stopped := func() error {
+		err := last.Err()
+		if err != nil {
+			d.Logger.Error("daemon stopped after a failed pass", "reason", context.Cause(ctx), "error", err)
+			return err
+		}
+		d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
+		return nil
+	}
 	for {
-		d.Pass(context.WithoutCancel(ctx))
+		last = d.Pass(context.WithoutCancel(ctx))
 		if ctx.Err() != nil {
 			// A signal during the pass: the pass is done, no new one starts
 			// (a due tick would otherwise race the signal in the select).
-			d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
-			return nil
+			return stopped()
 		}
 		select {
 		case <-ctx.Done():
-			d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
-			return nil
+			return stopped()
 		case <-ticker.C:
 		}
 	}
@@ -387,6 +413,7 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 		return // disabled: no background mutation at all, not even the record
 	}
 	if err := writeState(ctx, d.Store, st); err != nil {
+		r.StateError = err.Error()
 		d.Logger.Warn("the daemon's record could not be written", "key", StateKey, "error", err)
 	}
 }

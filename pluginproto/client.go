@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,9 @@ type LaunchConfig struct {
 	// noMemfd verifies into a copy on disk even where a memfd would do,
 	// so a test can prove that path on Linux.
 	noMemfd bool
+	// bundled: LaunchBundled's launch, whose child exits with
+	// ExitNotDispatched when its main does not dispatch.
+	bundled bool
 }
 
 // Client is the host half: a core.Driver whose calls run in a plugin
@@ -96,19 +100,64 @@ const defaultStartTimeout = 30 * time.Second
 // plugin: os.Executable() with arguments `__adapter-plugin <adapterName>`,
 // which must reach ServeBundled. No checksum is checked: the binary is the
 // one running.
+//
+// A binary whose main does not dispatch the subcommand would re-execute
+// itself as the adapter, its copy would do the same, and so on until the
+// handshake timeout. So the child is told, in EnvBundledHost, that its
+// parent launched it as a bundled plugin: a child that reaches
+// LaunchBundled instead of ServeBundled exits at once with
+// ExitNotDispatched, and the host turns that exit into an error
+// (ErrInvalidArgument, wrapping ErrNotDispatched) naming the fix.
 func LaunchBundled(ctx context.Context, adapterName string, loc core.Location, logger hclog.Logger) (*Client, error) {
+	if launchedAsBundled() {
+		os.Stderr.WriteString("retain: this process was launched as bundled adapter plugin " +
+			strings.Join(os.Args[1:], " ") + " but its main does not dispatch " + BundledSubcommand +
+			"; it exits rather than launch another copy of itself\n")
+		os.Exit(ExitNotDispatched)
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, &core.Error{Op: "launch", Kind: core.ErrUnavailable, Err: err,
 			Msg: fmt.Sprintf("cannot find this executable to run bundled adapter %q", adapterName)}
 	}
-	return Launch(ctx, LaunchConfig{
+	c, err := Launch(ctx, LaunchConfig{
 		Adapter:  adapterName,
 		Path:     exe,
 		Args:     []string{BundledSubcommand, adapterName},
+		Env:      []string{EnvBundledHost + "=" + strconv.Itoa(os.Getpid())},
 		Location: loc,
 		Logger:   logger,
+		bundled:  true,
 	})
+	if errors.Is(err, ErrNotDispatched) {
+		return nil, &core.Error{Op: "launch", Kind: core.ErrInvalidArgument, Err: ErrNotDispatched, Msg: fmt.Sprintf(
+			"bundled adapter %q runs as a plugin of this executable (%s), but its main does not dispatch the plugin subcommand: "+
+				"put `if len(os.Args) >= 3 && os.Args[1] == bundled.PluginCommand { if err := bundled.Serve(os.Args[2]); err != nil { os.Exit(2) }; os.Exit(0) }` "+
+				"first in main, or open the store in this process with bundled.OpenInProcess",
+			adapterName, exe)}
+	}
+	return c, err
+}
+
+// EnvBundledHost carries, to a bundled adapter's plugin process, the
+// process id of the host that launched it.
+const EnvBundledHost = "RETAIN_BUNDLED_PLUGIN_HOST"
+
+// ExitNotDispatched is the exit status of a process launched as a bundled
+// plugin whose main did not dispatch BundledSubcommand.
+const ExitNotDispatched = 86
+
+// ErrNotDispatched: a bundled plugin's executable did not dispatch
+// BundledSubcommand (its main never calls ServeBundled).
+var ErrNotDispatched = errors.New("the executable does not dispatch " + BundledSubcommand)
+
+// launchedAsBundled reports whether this process's parent launched it as a
+// bundled plugin. The parent's pid, not just the variable's presence, so a
+// leaked variable (exported in a shell, inherited by grandchildren) never
+// stops a legitimate launch.
+func launchedAsBundled() bool {
+	v := os.Getenv(EnvBundledHost)
+	return v != "" && len(os.Args) >= 3 && os.Args[1] == BundledSubcommand && v == strconv.Itoa(os.Getppid())
 }
 
 // Launch starts the plugin binary, checks its digest, negotiates the
@@ -256,6 +305,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			continue
 		}
 		img.release()
+		// Kill has waited for the process, so its state is set.
+		if cfg.bundled && gp.Exited() && cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == ExitNotDispatched {
+			return nil, ErrNotDispatched
+		}
 		return nil, launchError(name, path, err)
 	}
 

@@ -1,8 +1,10 @@
 // Package bundled lists the first-party adapters that ship inside the retain
-// binary and opens stores through them, always out of process: the binary
-// re-executes itself as the adapter's plugin (hidden subcommand
-// `__adapter-plugin NAME`), so a bundled adapter and a vendor's binary cross
-// the same gRPC boundary.
+// binary and opens stores through them. Open runs them out of process: the
+// binary re-executes itself as the adapter's plugin (hidden subcommand
+// `__adapter-plugin NAME`, which its main must dispatch), so a bundled
+// adapter and a vendor's binary cross the same gRPC boundary. An
+// application embedding the library can instead open in process
+// (OpenInProcess), with no dispatch line and no child.
 package bundled
 
 import (
@@ -68,7 +70,9 @@ func Serve(name string) error {
 }
 
 // Open parses uri, picks the bundled adapter for its scheme and launches it
-// as a plugin of the running executable.
+// as a plugin of the running executable, whose main must dispatch
+// PluginCommand to Serve; without that, Open fails at once with an error
+// wrapping pluginproto.ErrNotDispatched (see OpenInProcess).
 func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {

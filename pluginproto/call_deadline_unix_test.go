@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -109,6 +110,9 @@ func TestHungPluginKilled(t *testing.T) {
 				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 					t.Fatal(err)
 				}
+				// kill(2) returns before the target has stopped: under
+				// load its threads may still answer a call for a moment.
+				waitStopped(t, pid)
 			}
 			ctx := ctxT(t, 30*time.Second) // the caller's own deadline is far
 			start := time.Now()
@@ -258,4 +262,34 @@ func TestTimeoutsFromEnvironment(t *testing.T) {
 			t.Errorf("%s=%s: %q", EnvIdleTimeout, bad, ce.Msg)
 		}
 	}
+}
+
+// waitStopped waits until the kernel reports every thread of pid stopped
+// (state T).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	stopped := func() bool {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		if err != nil || len(tasks) == 0 {
+			return true // not Linux, or gone: nothing to wait for
+		}
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue // the thread is gone
+			}
+			// The state follows the parenthesised command name.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				return false
+			}
+		}
+		return true
+	}
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		if stopped() {
+			return
+		}
+	}
+	t.Fatalf("plugin %d did not stop", pid)
 }

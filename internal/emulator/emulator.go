@@ -70,7 +70,12 @@ func Ensure(t testing.TB, name string, ok func(tools string) bool, install func(
 	}
 	installMu.Lock()
 	defer installMu.Unlock()
-	if ok(tools) {
+	// ok alone is not trusted outside the lock: another package's test
+	// binary may be halfway through the install (npm writes package.json
+	// before it has extracted the native module, and node then dies of
+	// SIGBUS loading it). The marker is written only once install returned.
+	done := filepath.Join(tools, name+".done")
+	if _, err := os.Stat(done); err == nil && ok(tools) {
 		return tools
 	}
 	lock, err := os.OpenFile(filepath.Join(tools, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
@@ -82,15 +87,17 @@ func Ensure(t testing.TB, name string, ok func(tools string) bool, install func(
 		t.Fatal(err)
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	if ok(tools) {
-		return tools
+	if !ok(tools) { // under the lock nobody else installs: ok means complete
+		start := time.Now()
+		t.Logf("installing %s into %s (first run only)", name, tools)
+		if err := install(tools); err != nil {
+			t.Fatalf("installing %s: %v", name, err)
+		}
+		t.Logf("installed %s in %s", name, time.Since(start).Round(time.Second))
 	}
-	start := time.Now()
-	t.Logf("installing %s into %s (first run only)", name, tools)
-	if err := install(tools); err != nil {
-		t.Fatalf("installing %s: %v", name, err)
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("installed %s in %s", name, time.Since(start).Round(time.Second))
 	return tools
 }
 

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -78,11 +79,13 @@ type Manifest struct {
 	Fragments       []Fragment
 	Indexes         []Index
 
-	// Set by Dataset.ReadManifest: the manifest object's key, size and
-	// the store's version token of the read.
+	// Set by Dataset.ReadManifest: the manifest object's key, size, the
+	// store's version token of the read and the SHA-256 of its bytes (the
+	// commit's identity wherever the object is stored).
 	Key           string
 	Size          int64
 	ObjectVersion string
+	SHA256        [sha256.Size]byte
 	files         []FileRef
 }
 
@@ -174,6 +177,7 @@ func (d *Dataset) ReadManifest(ctx context.Context, v Version) (*Manifest, error
 			ErrCorruptManifest, v.Key, m.Version, v.N)
 	}
 	m.Key, m.Size, m.ObjectVersion = v.Key, info.Size, info.Version
+	m.SHA256 = sha256.Sum256(b)
 	files, err := d.resolveFiles(m)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", v.Key, err)

@@ -20,6 +20,7 @@
 //   {"op": "sleep", "ms": 200}             a gap between commit timestamps
 //   {"op": "addMany", "count": 300}        count single-row appends (benchmarks)
 //   {"op": "drop"}                          drops the table (a later create recreates it)
+//   {"op": "migrateManifestPathsV2"}        renames V1 manifests to V2 names (Lance's own migration)
 // "storageOptions" (object, optional) is passed to connect, for object stores;
 // "files" is only listed for a local dir.
 // Output: {"table": path, "steps": [{"op", "version"}...],
@@ -132,6 +133,9 @@ async function build(spec) {
           cleanupOlderThan: new Date(s.cleanupOlderThanAt ?? Date.now() - (s.cleanupOlderThanMs || 0)),
           deleteUnverified: !!s.deleteUnverified,
         });
+        break;
+      case "migrateManifestPathsV2":
+        await get(s).migrateManifestPathsV2();
         break;
       case "sleep":
         await new Promise((r) => setTimeout(r, s.ms || 0));

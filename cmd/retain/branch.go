@@ -60,12 +60,16 @@ now puts the branch back to ready.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Delete(cmd.Context(), s, loc, name, branch.Options{Table: table, OwnerDeadAttested: attested})
+			res, err := branch.Delete(cmd.Context(), s, loc, name, branch.Options{Table: table, OwnerDeadAttested: attested, Actor: actor})
 			var refused *branch.RefusedError
 			if errors.As(err, &refused) {
 				if a.jsonOut {

@@ -269,13 +269,17 @@ metadata, lifecycle, took_over}.`,
 			if from == "" {
 				return usageError{errors.New("--from is required: the branch (and version) the branch was forked from, e.g. --from main@3")}
 			}
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			bt, s, loc, _, err := a.openBranchTable(ctx, args[0], true)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Create(ctx, s, loc, args[1], branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested})
+			res, err := branch.Create(ctx, s, loc, args[1], branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
 			if err != nil {
 				return err
 			}

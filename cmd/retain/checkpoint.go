@@ -22,12 +22,16 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Pin every table's head on a branch (main by default) under a new checkpoint name",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			c, err := protocol.Create(cmd.Context(), s, loc, args[0], branch)
+			c, err := protocol.Options{Actor: actor}.Create(cmd.Context(), s, loc, args[0], branch)
 			if err != nil {
 				return err
 			}
@@ -136,12 +140,16 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Delete a checkpoint: tombstone it, then reclaim its pins",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			d, err := protocol.Delete(cmd.Context(), s, loc, args[0])
+			d, err := protocol.Options{Actor: actor}.Delete(cmd.Context(), s, loc, args[0])
 			if err != nil {
 				return err
 			}
@@ -170,12 +178,16 @@ func (a *app) reconcileCmd() *cobra.Command {
 		Short: "Finish or roll back interrupted creates, repair missing pins, reclaim orphan pins",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			rep, err := protocol.Reconcile(cmd.Context(), s, loc)
+			rep, err := protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s, loc)
 			if rep == nil {
 				return err
 			}

@@ -230,12 +230,16 @@ store is free for the next operation.`,
 			case unreadable != "" && attested == "":
 				return usageError{errors.New("--unreadable needs --owner-dead-attested WHY: your statement that no retention operation is running on this store (nothing in an unreadable claim names an owner retain could check)")}
 			}
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			req := claim.Request{Action: "takeover", Scope: claim.ScopeFor(loc), Logger: a.logger()}
+			req := claim.Request{Action: "takeover", Actor: actor, Scope: claim.ScopeFor(loc), Logger: a.logger()}
 			var h *claim.Handle
 			if unreadable != "" {
 				h, err = claim.TakeoverUnreadable(cmd.Context(), s, claim.UnreadableTakeoverRequest{

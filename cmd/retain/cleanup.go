@@ -123,13 +123,17 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 			case abandon == "" && !resume && !window:
 				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
 			}
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			if abandon != "" {
-				j, err := retention.Abandon(cmd.Context(), s, loc, abandon, retention.ResumeOptions{})
+				j, err := retention.Abandon(cmd.Context(), s, loc, abandon, retention.ResumeOptions{Actor: actor})
 				if err != nil {
 					return err
 				}
@@ -150,10 +154,10 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 				if !confirm {
 					return usageError{fmt.Errorf("cleanup run --resume deletes too: it needs --confirm-write-outage")}
 				}
-				rep, err = retention.Resume(cmd.Context(), s, loc, retention.ResumeOptions{OperationID: op, Progress: show})
+				rep, err = retention.Resume(cmd.Context(), s, loc, retention.ResumeOptions{OperationID: op, Actor: actor, Progress: show})
 			} else {
 				rep, err = retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
-					retention.RunOptions{ConfirmWriteOutage: confirm, Progress: show})
+					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show})
 			}
 			if rep == nil || (err != nil && len(rep.Tables) == 0) {
 				return err

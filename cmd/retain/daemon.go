@@ -58,6 +58,14 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 			if err != nil {
 				return err
 			}
+			// --actor or RETAIN_ACTOR over the config's actor; without any
+			// the daemon acts as retain-daemon@host.
+			if v, from, ok := a.explicitActor(cmd); ok {
+				if err := checkActor(from, v); err != nil {
+					return err
+				}
+				cfg.Actor = v
+			}
 			if !cmd.Flags().Changed("log-level") && os.Getenv("RETAIN_LOG") == "" {
 				a.logLevel = "info"
 			}

@@ -69,12 +69,16 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 		Short: "Under the claim, put back live every checkpoint the registry lost, from its surviving pins (audited)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
 			s, loc, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			rep, err := retention.RecoverRegistry(cmd.Context(), s, loc, protocol.Options{}, ro)
+			rep, err := retention.RecoverRegistry(cmd.Context(), s, loc, protocol.Options{Actor: actor}, ro)
 			if rep == nil {
 				return err
 			}

@@ -34,6 +34,8 @@ type app struct {
 	showVersion bool
 	// adapterPath, adapterSHA256: --adapter, --adapter-sha256 (open).
 	adapterPath, adapterSHA256 string
+	// actorFlag: --actor (see actor.go).
+	actorFlag string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -142,6 +144,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	root.PersistentFlags().StringVar(&a.adapterPath, "adapter", os.Getenv("RETAIN_ADAPTER"), "open every store through this vendor adapter plugin binary instead of the bundled adapter for its scheme; env RETAIN_ADAPTER")
 	root.PersistentFlags().StringVar(&a.adapterSHA256, "adapter-sha256", os.Getenv("RETAIN_ADAPTER_SHA256"), "expected SHA-256 (hex) of the --adapter binary, refused if it differs (recommended); env RETAIN_ADAPTER_SHA256")
+	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	versionCmd := a.versionCmd()
 	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
 	refuseUnknownCommands(root)

@@ -54,6 +54,11 @@ const (
 const (
 	footerLen     = 16
 	manifestMagic = "LANC"
+	// manifestMajor.manifestMinor is what Lance 12 writes. Lance never
+	// checks it on read (lance-table io/manifest.rs read_manifest checks
+	// only the magic and the section length), and LanceDB up to 0.22 wrote
+	// 0.1 (lance-table's own constants, before the writer moved to
+	// lance-file's in lance#4774), so ParseManifest accepts any pair.
 	manifestMajor = 0
 	manifestMinor = 2
 	// maxManifestSize bounds what ReadManifest loads: manifests of real
@@ -204,7 +209,9 @@ func (d *Dataset) readManifestBytes(ctx context.Context, key string) ([]byte, co
 }
 
 // ParseManifest parses a manifest file's bytes: the 16-byte footer (i64 LE
-// offset of the Manifest section, i16 major, i16 minor, "LANC"), the
+// offset of the Manifest section, i16 major, i16 minor, "LANC"; the format
+// version is not checked, as Lance does not check it: 0.1 and 0.2 hold the
+// same protobuf, and new meaning comes with feature flags), the
 // length-prefixed Manifest section that must end at the footer, the index
 // and transaction sections it points to, and the protobuf fields that name
 // files. Unknown protobuf fields are skipped (Lance signals new meaning
@@ -216,11 +223,6 @@ func ParseManifest(b []byte) (*Manifest, error) {
 	foot := b[len(b)-footerLen:]
 	if string(foot[12:]) != manifestMagic {
 		return nil, corrupt("bad magic %q (want %q)", foot[12:], manifestMagic)
-	}
-	major := int16(binary.LittleEndian.Uint16(foot[8:]))
-	minor := int16(binary.LittleEndian.Uint16(foot[10:]))
-	if major != manifestMajor || minor != manifestMinor {
-		return nil, corrupt("manifest format %d.%d is not %d.%d", major, minor, manifestMajor, manifestMinor)
 	}
 	body := len(b) - footerLen
 	pos := int64(binary.LittleEndian.Uint64(foot))

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -19,9 +21,16 @@ var (
 // physRef is a canonical lance.PhysRef token of version v of the table at
 // path.
 func physRef(path string, v uint64) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s@%d", path, v)))
+	return lance.PhysRef{Version: v, SHA256: hex.EncodeToString(sum[:]), Size: 1000 + int64(v),
+		Committed: t0.Add(time.Duration(v) * time.Second), TxnUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", v), Format: 2}.String()
+}
+
+// physRefV1 is the same version's format-1 token (older stores).
+func physRefV1(path string, v uint64) string {
 	return lance.PhysRef{Version: v, Key: path + "/_versions/" + lance.ManifestName(v, lance.NamingV2),
 		ObjectVersion: fmt.Sprintf("ov-%d", v), Size: 1000 + int64(v), Committed: t0.Add(time.Duration(v) * time.Second),
-		TxnUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", v)}.String()
+		TxnUUID: fmt.Sprintf("00000000-0000-4000-8000-%012d", v), Format: 1}.String()
 }
 
 // testIDs are fixed, valid ids so encodings are reproducible.

@@ -307,7 +307,7 @@ func checkState(st State) error {
 
 // checkPin validates one pin: ids, incarnation, path, branch, and a
 // physical-ref token that is a canonical lance.PhysRef of the same version
-// under the table's path.
+// (a format-1 token's key under the table's path).
 func checkPin(p Pin) error {
 	if err := p.TableID.Validate(); err != nil {
 		return err
@@ -325,7 +325,7 @@ func checkPin(p Pin) error {
 	if ref.Version != p.Version {
 		return fmt.Errorf("table %s: the physical ref names version %d, the row version %d", p.TableID, ref.Version, p.Version)
 	}
-	if !strings.HasPrefix(ref.Key, p.Path+"/") {
+	if ref.Format == 1 && !strings.HasPrefix(ref.Key, p.Path+"/") {
 		return fmt.Errorf("table %s: the physical ref's manifest %q is not under the table's path %q", p.TableID, ref.Key, p.Path)
 	}
 	return nil

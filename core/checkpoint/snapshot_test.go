@@ -185,7 +185,7 @@ func TestDraftsAndFailedEditsLeaveSnapshotsAlone(t *testing.T) {
 		},
 		"ref outside the table": func() error {
 			c := newCheckpoint(next, "c")
-			c.Pins[0].PhysicalRef = physRef("db/b.lance", 7)
+			c.Pins[0].PhysicalRef = physRefV1("db/b.lance", 7) // only format 1 records a key
 			_, err := next.Reserve(c)
 			return err
 		},

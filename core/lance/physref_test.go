@@ -1,8 +1,13 @@
 package lance
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,12 +45,17 @@ func TestPhysRefRoundTrip(t *testing.T) {
 	if err := d.CheckPhysRef(bg, p); err != nil {
 		t.Fatalf("unchanged version: %v", err)
 	}
-	// A manifest without a timestamp still round-trips.
-	z := PhysRef{Version: 1, Key: "k", ObjectVersion: "v", Size: 3}
+	if p.Format != 2 || !strings.HasPrefix(p.String(), "lance-physref/2 2 ") || strings.Contains(p.String(), p.Key) {
+		t.Fatalf("a ref read now is not a format-2 token without its key: %s", p)
+	}
+	// A format-1 token (older stores) round-trips too, and a manifest
+	// without a timestamp.
+	z := PhysRef{Version: 1, Key: "k", ObjectVersion: "v", Size: 3, Format: 1}
 	if q, err := ParsePhysRef(z.String()); err != nil || !q.Equal(z) {
 		t.Errorf("zero timestamp: %+v, %v", q, err)
 	}
-	for _, bad := range []string{"", "lance-physref/2 1 2 3 \"a\" \"b\" \"c\"", p.String() + " x",
+	for _, bad := range []string{"", "lance-physref/2 1 2 3 \"a\" \"b\" \"c\"", p.String() + " x", "lance-physref/3 1 2",
+		strings.Replace(p.String(), p.SHA256, strings.ToUpper(p.SHA256), 1), strings.Replace(p.String(), p.SHA256, p.SHA256[:62], 1),
 		strings.Replace(p.String(), " 2 ", " 02 ", 1), "lance-physref/1 1 2 3 a b c"} {
 		if _, err := ParsePhysRef(bad); core.KindOf(err) != core.ErrInvalidArgument {
 			t.Errorf("ParsePhysRef(%q): %v", bad, err)
@@ -110,21 +120,16 @@ func TestPhysRefABA(t *testing.T) {
 				before[n] = mustPhysRef(t, d, n)
 			}
 
-			// Deleted and restored byte for byte: the same commit. Whether
-			// the object counts as rewritten depends on the token (localfs:
-			// a new inode and times; S3: the ETag is the content's MD5).
+			// Deleted and restored byte for byte: the same commit, whatever
+			// the store's token says now (localfs: a new inode and times).
 			replaceDataset(t, d, "v2-appends")
 			for n, p := range before {
 				got := mustPhysRef(t, d, n)
-				if !got.SameCommit(p) {
+				if !got.SameCommit(p) || got.String() != p.String() {
 					t.Errorf("v%d restored byte for byte is another commit: %s vs %s", n, got, p)
 				}
-				err := d.CheckPhysRef(bg, p)
-				if name == "localfs" && !errors.Is(err, ErrPhysRefMismatch) {
-					t.Errorf("v%d rewritten on localfs: %v", n, err)
-				}
-				if name != "localfs" && err != nil {
-					t.Errorf("v%d restored on S3 (same ETag): %v", n, err)
+				if err := d.CheckPhysRef(bg, p); err != nil {
+					t.Errorf("v%d restored byte for byte: %v", n, err)
 				}
 			}
 
@@ -242,4 +247,144 @@ func lanceOn(t *testing.T, dir string, storage map[string]string, spec fixtureSp
 	var out buildResult
 	lancetest.Node(t, "build.cjs", arg, &out)
 	return out
+}
+
+// Test vectors: the format-2 token of each version of a committed fixture,
+// and its digest recomputed from the file on disk (not through a store).
+func TestPhysRefVectors(t *testing.T) {
+	vectors := []struct {
+		fixture string
+		version uint64
+	}{
+		{"v2-appends", 1}, {"v2-appends", 3}, {"v1-naming", 2},
+	}
+	want := map[string]string{}
+	b, err := os.ReadFile(filepath.Join("testdata", "physrefs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		d, dir := openFixture(t, v.fixture)
+		vv, err := d.VersionAt(bg, v.version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := d.PhysRef(bg, vv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := fmt.Sprintf("%s@%d", v.fixture, v.version)
+		if p.String() != want[id] {
+			t.Errorf("%s: token %s, the vector says %s", id, p, want[id])
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(vv.Key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != p.SHA256 || int64(len(raw)) != p.Size {
+			t.Errorf("%s: the token's digest/size is not the file's", id)
+		}
+		q, err := ParsePhysRef(want[id])
+		if err != nil || !q.Matches(p) {
+			t.Errorf("%s: the vector does not parse back to a matching ref: %v", id, err)
+		}
+	}
+}
+
+// cpA copies src to dst with the system's cp -a (a new inode and ctime
+// for every file: the localfs version tokens all change).
+func cpA(t *testing.T, src, dst string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -a: %v: %s", err, out)
+	}
+}
+
+// What a store lives through keeps every ref valid, in both token formats:
+// cp -a, chmod -R, a hard link made and removed, rsync -a, and renaming
+// every manifest to the other naming scheme (Lance's own migration).
+func TestPhysRefSurvivesCopiesAndRenames(t *testing.T) {
+	for _, fixture := range []string{"v1-naming", "v2-appends"} {
+		t.Run(fixture, func(t *testing.T) {
+			d, dir := openFixture(t, fixture)
+			var refs []PhysRef
+			for n := uint64(1); n <= 3; n++ {
+				p := mustPhysRef(t, d, n)
+				v1 := p
+				v1.Format = 1 // what an older retain recorded for the same read
+				refs = append(refs, p, v1)
+			}
+			check := func(what string, d *Dataset) {
+				t.Helper()
+				for _, p := range refs {
+					if err := d.CheckPhysRef(bg, p); err != nil {
+						t.Errorf("%s: format-%d ref of v%d: %v", what, p.Format, p.Version, err)
+					}
+				}
+			}
+			root := filepath.Join(dir, fixture+".lance")
+
+			cp := t.TempDir()
+			cpA(t, dir+"/.", cp)
+			check("cp -a", mustOpen(t, openStore(t, cp), fixture+".lance"))
+
+			if out, err := exec.Command("chmod", "-R", "go-rwx", root).CombinedOutput(); err != nil {
+				t.Fatalf("chmod: %v %s", err, out)
+			}
+			check("chmod -R", d)
+
+			vs, err := d.Versions(bg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(dir, "link")
+			if err := os.Link(filepath.Join(dir, filepath.FromSlash(vs[0].Key)), link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(link); err != nil {
+				t.Fatal(err)
+			}
+			check("a hard link made and removed", d)
+
+			if _, err := exec.LookPath("rsync"); err == nil {
+				rs := t.TempDir()
+				if out, err := exec.Command("rsync", "-a", dir+"/", rs+"/").CombinedOutput(); err != nil {
+					t.Fatalf("rsync: %v %s", err, out)
+				}
+				check("rsync -a", mustOpen(t, openStore(t, rs), fixture+".lance"))
+			} else {
+				t.Log("rsync is not installed: the rsync -a case is skipped (cp -a covers the same token change)")
+			}
+
+			// Every manifest renamed to the other scheme, as Lance's
+			// migrateManifestPathsV2 does (V1 -> V2) or a tool in reverse.
+			for _, v := range vs {
+				other := NamingV1
+				if v.Naming == NamingV1 {
+					other = NamingV2
+				}
+				from := filepath.Join(dir, filepath.FromSlash(v.Key))
+				to := filepath.Join(root, "_versions", ManifestName(v.N, other))
+				if err := os.Rename(from, to); err != nil {
+					t.Fatal(err)
+				}
+			}
+			check("manifests renamed to the other naming scheme", d)
+		})
+	}
+}
+
+// A format-1 ref of a manifest with neither timestamp nor transaction has
+// only its object to go by: it still fails closed when the object changes.
+func TestPhysRefFormat1WithoutCommitIdentityStaysStrict(t *testing.T) {
+	p := PhysRef{Version: 3, Size: 10, Key: "t/_versions/3.manifest", ObjectVersion: "a", Format: 1}
+	same := PhysRef{Version: 3, Size: 10, Key: "t/_versions/3.manifest", ObjectVersion: "a", SHA256: "x", Format: 2}
+	moved := same
+	moved.ObjectVersion = "b"
+	if !p.Matches(same) || p.Matches(moved) {
+		t.Fatalf("identity-less format-1 ref: matches the same object %v, another object %v", p.Matches(same), p.Matches(moved))
+	}
 }

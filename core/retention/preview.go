@@ -363,7 +363,7 @@ func checkPin(ctx context.Context, ds *lance.Dataset, r root) error {
 		} else if errors.Is(err, lance.ErrPhysRefMismatch) {
 			reason = who + ": the pinned version is no longer the commit the checkpoint names (run `retain reconcile`)"
 		}
-		return &RefusedError{Table: t, Key: ref.Key, Reason: reason, Cause: err}
+		return &RefusedError{Table: t, Key: bds.PinnedManifestKey(ref), Reason: reason, Cause: err}
 	}
 	return nil
 }

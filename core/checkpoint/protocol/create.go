@@ -522,8 +522,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *checkpoint.Reg
 				return nil, false, err
 			}
 		}
-		got, err := bds.PhysRef(ctx, lance.Version{N: ct.Version, Key: ct.ref.Key})
-		if err != nil || !got.SameCommit(ct.ref) || got.Size != ct.ref.Size {
+		if err := bds.CheckPhysRef(ctx, ct.ref); err != nil {
 			rollback()
 			msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
 			return nil, false, refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)

@@ -99,9 +99,10 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 // newest version any row of its current incarnation pins (on main when
 // there is one, else on the row's branch) is still the same commit:
 //
-//   - the manifest at the row's physical-ref key holds the same commit
-//     (lance.PhysRef.SameCommit: version, commit timestamp, transaction
-//     uuid) → same incarnation, even if the object was rewritten by a copy;
+//   - the row's version, under whichever manifest name it has now, holds
+//     the same commit (lance.PhysRef.Matches: the manifest's digest, or for
+//     a format-1 token its timestamp and transaction uuid) → same
+//     incarnation, even after a copy or Lance's manifest rename;
 //   - it holds another commit → the table was deleted and recreated at the
 //     path: a new incarnation;
 //   - it is gone and the branch's newest version is below the row's
@@ -167,7 +168,7 @@ func incarnationChanged(ctx context.Context, snap *checkpoint.Snapshot, t checkp
 			return false, "", err
 		}
 	}
-	got, err := bds.PhysRef(ctx, lance.Version{N: ref.Version, Key: ref.Key})
+	_, err = bds.VerifyPhysRef(ctx, ref)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		latest, lerr := bds.Latest(ctx)
@@ -184,10 +185,10 @@ func incarnationChanged(ctx context.Context, snap *checkpoint.Snapshot, t checkp
 			return true, "its versions restarted below a pinned version", nil
 		}
 		return false, "", nil
+	case errors.Is(err, lance.ErrPhysRefMismatch):
+		return true, "a pinned version is now another commit", nil
 	case err != nil:
 		return false, "", err
-	case !got.SameCommit(ref):
-		return true, "a pinned version is now another commit", nil
 	}
 	return false, "", nil
 }

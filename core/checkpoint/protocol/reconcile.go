@@ -399,14 +399,14 @@ func repairRow(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, r c
 			return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
 		}
 	}
-	got, err := bds.PhysRef(ctx, lance.Version{N: r.Version, Key: ref.Key})
+	_, err = bds.VerifyPhysRef(ctx, ref)
 	switch {
 	case errors.Is(err, core.ErrNotFound):
 		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d on %s is gone; its tag cannot be recreated", cp.ID, cp.Name, r.Version, r.Branch)}
+	case errors.Is(err, lance.ErrPhysRefMismatch):
+		return &Conflict{Kind: ConflictIncarnationChanged, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d is another commit now (the table was recreated): the pin is not recreated on it", cp.ID, cp.Name, r.Version)}
 	case err != nil:
 		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
-	case !got.SameCommit(ref) || got.Size != ref.Size:
-		return &Conflict{Kind: ConflictIncarnationChanged, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d is another commit now (the table was recreated): the pin is not recreated on it", cp.ID, cp.Name, r.Version)}
 	}
 	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size, recordOf(cp, &r.Pin)); err != nil {
 		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}

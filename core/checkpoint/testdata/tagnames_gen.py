@@ -28,6 +28,9 @@ def lance_ref(version, size, ns, key, objver, txn):
     q = lambda s: json.dumps(s)  # Go %q of these ASCII strings is the same
     return "lance-physref/1 %d %d %d %s %s %s" % (version, size, ns, q(key), q(objver), q(txn))
 
+def lance_ref2(version, size, sha, ns, txn):
+    return "lance-physref/2 %d %d %s %d %s" % (version, size, sha, ns, json.dumps(txn))
+
 def v2(n):
     return "%020d.manifest" % (2**64 - 1 - n)
 
@@ -54,6 +57,14 @@ vectors = [
      "kind": "table", "checkpoint_id": cid(1), "table_id": cid(1000), "incarnation": 1,
      "path": "db/a.lance", "branch": "main", "version": 7,
      "physical_ref": lance_ref(7, 1007, 1772366499000000000, "db/a.lance/_versions/" + v2(7), "ov-7b", "00000000-0000-4000-8000-0000000000ff")},
+    {"comment": "table pin, format-2 token: the commit's content digest, wherever the manifest is stored",
+     "kind": "table", "checkpoint_id": cid(1), "table_id": cid(1000), "incarnation": 1,
+     "path": "db/a.lance", "branch": "main", "version": 7,
+     "physical_ref": lance_ref2(7, 1007, hashlib.sha256(b"manifest of v7").hexdigest(), 1772366407000000000, "00000000-0000-4000-8000-000000000007")},
+    {"comment": "format-2, same version, other content (the table was recreated): another tag",
+     "kind": "table", "checkpoint_id": cid(1), "table_id": cid(1000), "incarnation": 1,
+     "path": "db/a.lance", "branch": "main", "version": 7,
+     "physical_ref": lance_ref2(7, 1007, hashlib.sha256(b"manifest of v7, recreated").hexdigest(), 1772366499000000000, "00000000-0000-4000-8000-0000000000ff")},
     {"comment": "table pin on a branch with '/'",
      "kind": "table", "checkpoint_id": cid(3), "table_id": cid(1001), "incarnation": 1,
      "path": "db/b.lance", "branch": "team/exp", "version": 3,

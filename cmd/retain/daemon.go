@@ -137,7 +137,10 @@ type statusJSON struct {
 	ClaimUnreadable *claim.Unreadable `json:"claim_unreadable,omitempty"`
 	OpenRuns        []string          `json:"unfinished_cleanup_runs"`
 	Pins            protocol.Health   `json:"pin_health"`
-	ReportedAt      time.Time         `json:"reported_at"`
+	// LanceCleanup: pinned tables whose own Lance cleanup (LanceDB's
+	// optimize(), a lance.auto_cleanup config) trips over the pins.
+	LanceCleanup []retention.LanceCleanupHazard `json:"lance_cleanup"`
+	ReportedAt   time.Time                      `json:"reported_at"`
 }
 
 func (a *app) statusCmd() *cobra.Command {
@@ -177,6 +180,7 @@ func (a *app) statusCmd() *cobra.Command {
 				return err
 			}
 			st.Pins = protocol.Summarize(infos)
+			st.LanceCleanup = retention.LanceCleanupHazards(ctx, s, infos)
 			if a.jsonOut {
 				return a.printJSON(st)
 			}
@@ -230,6 +234,14 @@ func (a *app) printStatus(st statusJSON) {
 	p := st.Pins
 	fmt.Fprintf(tw, "pins\t%d live checkpoints, %d pins: %d ok, %d missing, %d other; %d degraded, %d invalid checkpoints\n",
 		p.LiveCheckpoints, p.Pins, p.OK, p.Missing, p.Other, p.Degraded, p.Invalid)
+	for _, h := range st.LanceCleanup {
+		for _, w := range h.Warnings {
+			fmt.Fprintf(tw, "lance cleanup\t%s: %s\n", h.Table, w)
+		}
+		if h.Error != "" {
+			fmt.Fprintf(tw, "lance cleanup\t%s: could not read all of it (%s)\n", h.Table, h.Error)
+		}
+	}
 	tw.Flush()
 }
 

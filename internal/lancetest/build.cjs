@@ -7,6 +7,7 @@
 // Steps (applied in order, "on" selects the table handle: "main" by default
 // or a branch name opened by branchCreate/branchCheckout):
 //   {"op": "create", "rows": 3}            first step; ids 0..rows-1
+//   {"op": "open", "nextId": 9}            or open an existing table (appends go on from nextId)
 //   {"op": "add", "rows": 2, "on": "b"}    appends the next ids
 //   {"op": "delete", "where": "id = 1"}     makes a deletion file
 //   {"op": "update", "where": "id = 2", "values": {"v": "'x'"}}
@@ -95,6 +96,10 @@ async function build(spec) {
         next = s.rows || 1;
         break;
       }
+      case "open":
+        handles.main = await db.openTable(name);
+        next = s.nextId || 0;
+        break;
       case "add":
         await get(s).add(rows(next, s.rows || 1));
         next += s.rows || 1;

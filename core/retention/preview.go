@@ -19,10 +19,12 @@
 // or is another commit — refuses the whole store's preview with a
 // *RefusedError naming the table and the key. Nothing is planned partially.
 //
-// One refusal is the table's alone: a kept version (a head, a pinned,
+// Two refusals are the table's alone: a kept version (a head, a pinned,
 // tagged or windowed version) referencing a file the table's listings do
-// not show as recorded (lance.ErrKeptVersionBroken). That table is planned
-// with nothing to delete and its TablePlan says why (*TableRefusedError);
+// not show as recorded (lance.ErrKeptVersionBroken), and, in a table no
+// live checkpoint pins, a manifest that cannot be read or sets a feature
+// retain does not know (lance.ErrCorruptManifest, ErrUnknownFeature). That
+// table is planned with nothing to delete and its TablePlan says why (*TableRefusedError);
 // the other tables are planned as usual. Each table's check stands on its
 // own listings — tables share no files cleanup could delete (a base path
 // into another table is outside the family, never deleted) — so a broken
@@ -98,10 +100,25 @@ func branchOrMain(b string) string {
 	return b
 }
 
+// unreadable: a manifest of the table cannot be read or is not understood.
+// With no checkpoint pinning the table, that is the table's refusal alone:
+// nothing of it is deleted, and no other table depends on what it says.
+// A pinned table stays a store-wide refusal (a pin that cannot be honoured
+// in full is a root in doubt).
+func unreadable(err error) bool {
+	return errors.Is(err, lance.ErrCorruptManifest) || errors.Is(err, lance.ErrUnknownFeature)
+}
+
 // keptNextStep says what clears a broken kept version, by what keeps it.
 func keptNextStep(err error) string {
 	var kf *lance.KeptFileError
 	if !errors.As(err, &kf) {
+		switch {
+		case errors.Is(err, lance.ErrUnknownFeature):
+			return "upgrade retain to a release that knows the feature (`retain --version` says which this is), then run the cleanup again"
+		case errors.Is(err, lance.ErrCorruptManifest):
+			return "restore the manifest named (from a backup or the store's object versioning), then run the cleanup again"
+		}
 		return "restore what is missing, then run the cleanup again"
 	}
 	steps := []string{"restore the file (from a backup or the store's object versioning)"}
@@ -314,7 +331,7 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 					Notes: []string{"no manifest: a table being created or half deleted; skipped"}})
 				continue
 			}
-			if errors.Is(err, lance.ErrKeptVersionBroken) {
+			if errors.Is(err, lance.ErrKeptVersionBroken) || len(tr.Extra) == 0 && unreadable(err) {
 				te := &TableRefusedError{Table: t, Cause: err}
 				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{}, Refused: te.Error(), err: te})
 				continue

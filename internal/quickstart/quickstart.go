@@ -377,6 +377,8 @@ func (r *runner) run(ctx context.Context) error {
 	}
 
 	r.printf("\nOK: the checkpoint kept v%d of every table through cleanup; everything else unpinned is gone.\n", PinnedVersion)
+	r.printf("\nBeside LanceDB: optimize() throws once a pinned version is older than its cleanup cut-off (7 days by default);\n"+
+		"call %s and let retain remove old versions (docs/checkpoints.md; `retain status` warns per table).\n", retention.LanceOptimizeCall)
 	r.printf("\nNext, on the same store (retain is `go run ./cmd/retain` in a checkout, or build it: go build -o bin/retain ./cmd/retain):\n")
 	for _, n := range r.rep.Next {
 		r.printf("  %s\n", n)

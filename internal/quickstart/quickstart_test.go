@@ -122,7 +122,7 @@ func TestRunInProcess(t *testing.T) {
 	if !rep.OK || rep.CheckpointID == "" || len(rep.Tables) != 2 || rep.Steps.Verify == nil {
 		t.Fatalf("report %+v", rep)
 	}
-	for _, w := range []string{"OK:", "quickstart-v3", "retain checkpoint list " + dir, "v1, v2, v4, v5 gone"} {
+	for _, w := range []string{"OK:", "quickstart-v3", "retain checkpoint list " + dir, "v1, v2, v4, v5 gone", "optimize({cleanupOlderThan: new Date(0)})"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("narrative lacks %q:\n%s", w, out.String())
 		}

@@ -168,3 +168,36 @@ func TestLanceManifestMigrationKeepsCheckpoints(t *testing.T) {
 	}
 	wantHealthyAndCleanable(t, "after migrateManifestPathsV2", db, nil)
 }
+
+// An older store: checkpoint "nightly" was taken by the previous release,
+// whose pins carry lance-physref/1 tokens (a manifest key and a localfs
+// version token; see testdata/physref1-store/README.md). Copied here (new
+// inodes) and with table b's manifests renamed by Lance's migration, it is
+// healthy and cleanable as it is, with no migration: its tags are named
+// from the tokens its rows hold. A new checkpoint beside it gets format-2
+// tokens.
+func TestOlderStoreFormat1PinsStayValid(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(db, os.DirFS(filepath.Join("testdata", "physref1-store", "db"))); err != nil {
+		t.Fatal(err)
+	}
+	lanceRun(t, db, "b", "", nil, map[string]any{"op": "open"}, map[string]any{"op": "migrateManifestPathsV2"})
+	out, _, _ := retain(t, "checkpoint", "show", "nightly", db, "--json")
+	if strings.Count(out, "lance-physref/1 ") != 2 {
+		t.Fatalf("the fixture's rows are not format 1: %s", out)
+	}
+	wantHealthyAndCleanable(t, "an older store, copied and migrated", db, nil)
+
+	if _, errs, code := retain(t, "checkpoint", "create", "next", db); code != 0 {
+		t.Fatalf("create beside format-1 pins: %d %s", code, errs)
+	}
+	out, errs, code := retain(t, "checkpoint", "show", "next", db, "--deep", "--json")
+	var in protocol.Info
+	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || strings.Count(out, "lance-physref/2 ") != 2 {
+		t.Fatalf("new checkpoint: %d %s %s", code, out, errs)
+	}
+	out, _, code = retain(t, "checkpoint", "list", db)
+	if code != 0 || strings.Count(out, " ok") < 2 {
+		t.Fatalf("list: %d %s", code, out)
+	}
+}

@@ -12,8 +12,6 @@ import (
 	"os"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
@@ -76,19 +74,18 @@ const (
 	DefaultRetentionEvery = 24 * time.Hour
 )
 
-// LoadConfig reads a config file; "" gives the defaults.
+// LoadConfig reads a config file; "" gives the defaults. Every error about
+// a key or value names the file and line (a *ConfigError).
 func LoadConfig(path string) (Config, error) {
-	var c Config
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return c, core.Errorf("daemon-config", path, core.ErrInvalidArgument, "cannot read the config: %v", err)
-		}
-		if err := yaml.UnmarshalStrict(b, &c); err != nil {
-			return c, core.Errorf("daemon-config", path, core.ErrInvalidArgument, "the config does not parse: %v (see docs/daemon.md)", err)
-		}
+	if path == "" {
+		var c Config
+		return c, c.Validate()
 	}
-	return c, c.Validate()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, core.Errorf("daemon-config", path, core.ErrInvalidArgument, "cannot read the config: %v", err)
+	}
+	return ParseConfig(path, b)
 }
 
 // IsEnabled reports whether background mutation is on.
@@ -118,18 +115,36 @@ func (c Config) Policy() retention.Policy {
 }
 
 // Validate refuses a configuration the daemon could not honour.
-func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return core.Errorf("daemon-config", "", core.ErrInvalidArgument, format, args...)
+func (c Config) Validate() error { return c.validate(func(string) (string, int) { return "", 0 }) }
+
+// validate is Validate with where each key was written, so a refusal
+// names the line to fix; at returns "", 0 for a key not in a file.
+func (c Config) validate(at func(key string) (string, int)) error {
+	bad := func(key, format string, args ...any) error {
+		f, l := at(key)
+		return &ConfigError{File: f, Line: l, Msg: fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case c.Interval < 0 || c.Retention.Every < 0 || c.Retention.OlderThan < 0 || c.Retention.KeepLast < 0:
-		return bad("interval, every, older_than and keep_last may not be negative")
+	case c.Interval < 0:
+		return bad("interval", "interval may not be negative")
+	case c.Retention.Every < 0:
+		return bad("retention.every", "every may not be negative")
+	case c.Retention.OlderThan < 0:
+		return bad("retention.older_than", "older_than may not be negative")
+	case c.Retention.KeepLast < 0:
+		return bad("retention.keep_last", "keep_last may not be negative (got %d)", c.Retention.KeepLast)
 	case c.Interval > 0 && time.Duration(c.Interval) < 100*time.Millisecond:
-		return bad("interval %s is too short (at least 100ms)", time.Duration(c.Interval))
+		return bad("interval", "interval %s is too short (at least 100ms)", time.Duration(c.Interval))
 	case c.RetentionOn() && !c.Retention.WritersStopped && time.Duration(c.Retention.OlderThan) < retention.MinOnlineAge:
-		return bad("retention runs online (writers may commit) and then needs older_than of at least %s (got %s): a writer may still build on a recent version; lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
+		key := "retention.older_than"
+		if c.Retention.OlderThan == 0 {
+			key = "retention"
+		}
+		return bad(key, "retention runs online (writers may commit) and then needs older_than of at least %s (got %s): a writer may still build on a recent version; lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
 			retention.MinOnlineAge, time.Duration(c.Retention.OlderThan))
+	}
+	if err := checkConfigActor(c.Actor); err != "" {
+		return bad("actor", "actor %s", err)
 	}
 	return nil
 }

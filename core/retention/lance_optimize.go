@@ -95,19 +95,35 @@ func (h *LanceCleanupHazard) inspect(ctx context.Context, s *core.Store) {
 		errs = append(errs, err.Error())
 	}
 	var oldest *LancePin
+	// Checkpoints often share a version: read each manifest once.
+	type bv struct {
+		b string
+		v uint64
+	}
+	seen := map[bv]*time.Time{}
 	for i := range h.Pins {
 		p := &h.Pins[i]
 		if ds == nil {
 			break
 		}
-		at, err := commitTime(ctx, ds, p.Branch, p.Version)
-		if err != nil {
-			errs = append(errs, err.Error())
+		k := bv{p.Branch, p.Version}
+		at, ok := seen[k]
+		if !ok {
+			t, err := commitTime(ctx, ds, p.Branch, p.Version)
+			if err != nil {
+				errs = append(errs, err.Error())
+			} else {
+				at = &t
+			}
+			seen[k] = at
+		}
+		if at == nil {
 			continue
 		}
-		p.CommittedAt = &at
+		p.CommittedAt = at
 		if oldest == nil || at.Before(*oldest.CommittedAt) {
-			oldest = p
+			o := *p // a copy: the sort below moves the pins
+			oldest = &o
 		}
 	}
 	sort.Slice(h.Pins, func(i, j int) bool {
@@ -161,9 +177,16 @@ func (h *LanceCleanupHazard) inspect(ctx context.Context, s *core.Store) {
 	}
 }
 
+// pinList names the oldest pins (the ones that trip Lance first); a
+// store with many checkpoints would otherwise print a line per pin.
 func (h *LanceCleanupHazard) pinList() string {
+	const show = 3
 	var parts []string
-	for _, p := range h.Pins {
+	for i, p := range h.Pins {
+		if i == show {
+			parts = append(parts, fmt.Sprintf("and %d more", len(h.Pins)-show))
+			break
+		}
 		parts = append(parts, pinLabel(p)+" (checkpoint "+p.Checkpoint+")")
 	}
 	return strings.Join(parts, ", ")

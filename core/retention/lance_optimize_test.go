@@ -151,3 +151,55 @@ func pinTagOf(t *testing.T, s *core.Store, table string) string {
 	t.Fatalf("no ogcp_ tag on %s", table)
 	return ""
 }
+
+// Two checkpoints on one table: the oldest pinned commit sets the date,
+// whichever order the checkpoints come in, and each pin keeps its own
+// commit time. The fixtures' tables need no LanceDB.
+func TestLanceCleanupHazardsOldestPin(t *testing.T) {
+	dir, _ := setup(t) // "nightly" pins deletes.lance v3
+	s := open(t, dir, false)
+	if _, err := protocol.Create(bg, s, loc(dir), "a-later", ""); err != nil { // v5
+		t.Fatal(err)
+	}
+	_, infos, err := protocol.List(bg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := lance.Open(s, "deletes.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[uint64]time.Time{}
+	for _, n := range []uint64{3, 5} {
+		v, err := ds.VersionAt(bg, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ds.ReadManifest(bg, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[n] = m.Timestamp
+	}
+	if !at[3].Before(at[5]) {
+		t.Fatalf("fixture commit times %v", at)
+	}
+	var h *LanceCleanupHazard
+	hz := LanceCleanupHazards(bg, s, infos)
+	for i := range hz {
+		if hz[i].Table == "deletes.lance" {
+			h = &hz[i]
+		}
+	}
+	if len(hz) != 2 || h == nil || len(h.Pins) != 2 || h.Error != "" {
+		t.Fatalf("hazards: %+v", hz)
+	}
+	if p := h.Pins; p[0].Version != 3 || p[0].Checkpoint != "nightly" || !p[0].CommittedAt.Equal(at[3]) ||
+		p[1].Version != 5 || p[1].Checkpoint != "a-later" || !p[1].CommittedAt.Equal(at[5]) {
+		t.Fatalf("pins: %+v", p)
+	}
+	if h.OptimizeThrowsFrom == nil || !h.OptimizeThrowsFrom.Equal(at[3].Add(LanceOptimizeCutoff)) ||
+		!strings.Contains(h.Warnings[0], "retain pins main v3 (checkpoint nightly), main v5 (checkpoint a-later);") {
+		t.Fatalf("hazard: %+v", h)
+	}
+}

@@ -134,21 +134,21 @@ func TestBranchListShowCreateCLI(t *testing.T) {
 	}}, nil)
 	table := filepath.Join(db, "t.lance")
 
-	out, errs, code := retain(t, "branch", "create", table, "exp", "--from", "main@2", "--meta", "session=s1", "--meta", "agent=a1", "--json")
+	out, errs, code := retain(t, "branch", "create", "exp", table, "--from", "main@2", "--meta", "session=s1", "--meta", "agent=a1", "--json")
 	var c branch.Created
 	if code != 0 || json.Unmarshal([]byte(out), &c) != nil || c.Outcome != branch.OutcomeAdopted || c.Source != "main@2" || c.Metadata["session"] != "s1" {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}
-	if out, _, code = retain(t, "branch", "create", table, "exp", "--from", "main"); code != 0 || !strings.Contains(out, "already ready") {
+	if out, _, code = retain(t, "branch", "create", "exp", table, "--from", "main"); code != 0 || !strings.Contains(out, "already ready") {
 		t.Fatalf("retry: %d %s", code, out)
 	}
-	if _, errs, code = retain(t, "branch", "create", table, "exp", "--from", "main@1"); code != 1 || !strings.Contains(errs, "another source") {
+	if _, errs, code = retain(t, "branch", "create", "exp", table, "--from", "main@1"); code != 1 || !strings.Contains(errs, "another source") {
 		t.Fatalf("conflict: %d %s", code, errs)
 	}
-	if _, errs, code = retain(t, "branch", "create", table, "nope", "--from", "main"); code != 1 || !strings.Contains(errs, "create it with Lance first") {
+	if _, errs, code = retain(t, "branch", "create", "nope", table, "--from", "main"); code != 1 || !strings.Contains(errs, "create it with Lance first") {
 		t.Fatalf("missing: %d %s", code, errs)
 	}
-	if _, errs, code = retain(t, "branch", "create", table, "exp", "--from", "main", "--meta", "retain.state=x"); code != 2 {
+	if _, errs, code = retain(t, "branch", "create", "exp", table, "--from", "main", "--meta", "retain.state=x"); code != 2 {
 		t.Fatalf("reserved key: %d %s", code, errs)
 	}
 
@@ -169,16 +169,16 @@ func TestBranchListShowCreateCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "0 listed") {
 		t.Fatalf("no match:\n%s", out)
 	}
-	out, _, code = retain(t, "branch", "show", table, "exp", "--json")
+	out, _, code = retain(t, "branch", "show", "exp", table, "--json")
 	var d refs.BranchDetail
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Head == nil || *d.Head != 3 || len(d.Children) != 1 || d.Children[0].Name != "exp/deep" || d.Metadata["agent"] != "a1" {
 		t.Fatalf("show: %d %s", code, out)
 	}
-	out, _, code = retain(t, "branch", "show", table, "exp/deep")
+	out, _, code = retain(t, "branch", "show", "exp/deep", table)
 	if code != 0 || !strings.Contains(out, "└── exp  ← main@2") || !strings.Contains(out, "└── exp/deep  ← exp@3") {
 		t.Fatalf("show tree:\n%s", out)
 	}
-	if _, errs, code = retain(t, "branch", "show", table, "nope"); code != 1 || !strings.Contains(errs, "not found") {
+	if _, errs, code = retain(t, "branch", "show", "nope", table); code != 1 || !strings.Contains(errs, "not found") {
 		t.Fatalf("show missing: %d %s", code, errs)
 	}
 	if _, errs, code = retain(t, "branch", "list", filepath.Join(db, "nope.lance")); code != 1 || !strings.Contains(errs, "not a Lance dataset") {
@@ -207,7 +207,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 		t.Run("create_"+strings.ReplaceAll(fp, "/", "_"), func(t *testing.T) {
 			db := branchCopyDB(t, base)
 			table := filepath.Join(db, "t.lance")
-			args := []string{"branch", "create", table, "exp", "--from", "main@2", "--meta", "session=s1"}
+			args := []string{"branch", "create", "exp", table, "--from", "main@2", "--meta", "session=s1"}
 			if _, errs, code := retainEnv(t, []string{failpoint.Env + "=" + fp}, args...); code != failpoint.ExitCode {
 				t.Fatalf("crash at %s: %d %s", fp, code, errs)
 			}
@@ -238,7 +238,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 			branchTakeOverClaim(t, db)
 			if fp == branch.FPCreateAfterCreating {
 				// Another source is a conflict, and changes nothing.
-				if _, errs, code := retain(t, "branch", "create", table, "exp", "--from", "main@1"); code != 1 || !strings.Contains(errs, "another source") {
+				if _, errs, code := retain(t, "branch", "create", "exp", table, "--from", "main@1"); code != 1 || !strings.Contains(errs, "another source") {
 					t.Fatalf("conflict after the crash: %d %s", code, errs)
 				}
 			}
@@ -263,7 +263,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 	t.Run("create_rolled_back_by_delete", func(t *testing.T) {
 		db := branchCopyDB(t, base)
 		table := filepath.Join(db, "t.lance")
-		if _, _, code := retainEnv(t, []string{failpoint.Env + "=" + branch.FPCreateAfterCreating}, "branch", "create", table, "exp", "--from", "main@2"); code != failpoint.ExitCode {
+		if _, _, code := retainEnv(t, []string{failpoint.Env + "=" + branch.FPCreateAfterCreating}, "branch", "create", "exp", table, "--from", "main@2"); code != failpoint.ExitCode {
 			t.Fatal("no crash")
 		}
 		branchTakeOverClaim(t, db)
@@ -281,7 +281,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 	})
 
 	adopted := branchCopyDB(t, base)
-	if _, errs, code := retain(t, "branch", "create", filepath.Join(adopted, "t.lance"), "exp", "--from", "main@2", "--meta", "session=s1"); code != 0 {
+	if _, errs, code := retain(t, "branch", "create", "exp", filepath.Join(adopted, "t.lance"), "--from", "main@2", "--meta", "session=s1"); code != 0 {
 		t.Fatalf("adopt: %s", errs)
 	}
 	for _, fp := range branch.DeleteFailpoints {

@@ -21,7 +21,10 @@ import (
 const branchTableURI = `TABLE-URI is the dataset itself, as for inspect: /data/db/t.lance,
 file:///data/db/t.lance, s3://bucket/db/t.lance?endpoint=..., gs://...,
 az://.... It is opened through its parent (the database folder or prefix),
-the store every other command opens, where the retention claim lives.`
+the store every other command opens, where the retention claim lives.
+The table comes last (branch show BRANCH TABLE-URI), as the store does in
+every command; the order TABLE-URI BRANCH of earlier releases is still
+accepted in this one, with a warning.`
 
 // branchTarget is a TABLE-URI split into its store and the table folder.
 type branchTarget struct {
@@ -196,7 +199,7 @@ problems and the exit status is 1.`,
 
 func (a *app) branchShowCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "show TABLE-URI BRANCH",
+		Use:   "show BRANCH TABLE-URI",
 		Short: "Show one branch: metadata, lifecycle, fork point, lineage, children and head",
 		Long: `Show one branch of a table whatever its lifecycle state: its user metadata,
 its lifecycle (state, the operation and owner of a transition, the recorded
@@ -210,13 +213,14 @@ head (null with head_error when its versions cannot be listed) and
 identifier (Lance's version_mapping: [{Version, ID}]).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			name, uri := a.branchArgs(cmd, args)
 			ctx := cmd.Context()
-			_, s, _, ds, err := a.openBranchTable(ctx, args[0], false)
+			_, s, _, ds, err := a.openBranchTable(ctx, uri, false)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			d, derr := refs.ShowBranch(ctx, ds, args[1])
+			d, derr := refs.ShowBranch(ctx, ds, name)
 			if d == nil {
 				return derr
 			}
@@ -226,7 +230,7 @@ identifier (Lance's version_mapping: [{Version, ID}]).`,
 				}
 				return nil
 			}
-			a.printBranchShow(args[0], d)
+			a.printBranchShow(uri, d)
 			return nil
 		},
 	}
@@ -236,7 +240,7 @@ func (a *app) branchCreateCmd() *cobra.Command {
 	var from, attested string
 	var meta []string
 	cmd := &cobra.Command{
-		Use:   "create TABLE-URI BRANCH --from SOURCE[@VERSION] [--meta k=v ...]",
+		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...]",
 		Short: "Adopt a branch real Lance created: record its source and metadata with a safe lifecycle",
 		Long: `Make a branch real Lance created a safe, described retain reference. Real
 Lance's branches.create writes the branch's data (its first manifest, whose
@@ -273,20 +277,21 @@ metadata, lifecycle, took_over}.`,
 			if err != nil {
 				return err
 			}
+			name, uri := a.branchArgs(cmd, args)
 			ctx := cmd.Context()
-			bt, s, loc, _, err := a.openBranchTable(ctx, args[0], true)
+			bt, s, loc, _, err := a.openBranchTable(ctx, uri, true)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Create(ctx, s, loc, args[1], branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
+			res, err := branch.Create(ctx, s, loc, name, branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
 			if err != nil {
 				return err
 			}
 			if a.jsonOut {
 				return a.printJSON(res)
 			}
-			a.printBranchCreated(args[0], res)
+			a.printBranchCreated(uri, res)
 			return nil
 		},
 	}

@@ -68,7 +68,7 @@ func TestStoreThatIsATableIsRefused(t *testing.T) {
 	// The commands that take a TABLE-URI still take it.
 	for _, args := range [][]string{
 		{"inspect", table},
-		{"tag", "create", table, "good"},
+		{"tag", "create", "good", table},
 		{"tag", "list", table},
 		{"branch", "list", table},
 	} {

@@ -28,7 +28,9 @@ TABLE-URI is the dataset itself, as for inspect: /data/db/t.lance,
 file:///data/db/t.lance, s3://bucket/db/t.lance?endpoint=..., gs://...,
 az://.... A local table is opened through its database folder, as every
 other retain command opens that store, so the gates of the localfs adapter
-are the same ones.
+are the same ones. The table comes last (tag create TAG TABLE-URI), as the
+store does in every command; the order TABLE-URI TAG of earlier releases is
+still accepted in this one, with a warning.
 
 Writes are conditional on what was read, so concurrent writers never both
 win and a deleted tag never comes back: create is create-if-absent (an
@@ -115,7 +117,7 @@ func (a *app) tagCreateCmd(f *tagFlags) *cobra.Command {
 	var branch string
 	var meta []string
 	cmd := &cobra.Command{
-		Use:   "create TABLE-URI TAG [--version V] [--branch B] [--meta k=v ...]",
+		Use:   "create TAG TABLE-URI [--version V] [--branch B] [--meta k=v ...]",
 		Short: "Tag a version (default: the newest of main, or of --branch) with metadata; never replaces an existing tag",
 		Long: `Create a tag with create-if-absent. Without --version it names the newest
 version of main (or of --branch B); with --version V version V of main (or of
@@ -133,12 +135,13 @@ the conditional write used.`,
 			if err != nil {
 				return err
 			}
-			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			tag, uri := a.tagArgs(cmd, args)
+			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.Create(cmd.Context(), args[1], refs.CreateTagOptions{Branch: branch, Version: version, Metadata: m})
+			res, err := t.Create(cmd.Context(), tag, refs.CreateTagOptions{Branch: branch, Version: version, Metadata: m})
 			if err != nil {
 				return err
 			}
@@ -223,7 +226,7 @@ in "retain tag show --json".`,
 
 func (a *app) tagShowCmd(f *tagFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "show TABLE-URI TAG",
+		Use:   "show TAG TABLE-URI",
 		Short: "Show one tag: branch, version, times, metadata and its version token",
 		Long: `Show one tag, read-only.
 
@@ -234,12 +237,13 @@ deleting (an interrupted delete marked it), key (the tag file) and token (its
 version token, for --if-token).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, done, err := a.openTags(cmd.Context(), args[0], false, f)
+			tag, uri := a.tagArgs(cmd, args)
+			t, done, err := a.openTags(cmd.Context(), uri, false, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			tg, err := t.Show(cmd.Context(), args[1])
+			tg, err := t.Show(cmd.Context(), tag)
 			if err != nil {
 				return err
 			}
@@ -257,7 +261,7 @@ func (a *app) tagUpdateCmd(f *tagFlags) *cobra.Command {
 	var replace bool
 	var ifToken string
 	cmd := &cobra.Command{
-		Use:   "update TABLE-URI TAG [--meta k=v ...] [--unset k ...] [--replace] [--if-token T]",
+		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--if-token T]",
 		Short: "Change a tag's metadata by compare-and-swap; createdAt is kept, updatedAt refreshed",
 		Long: `Change a tag's metadata: --meta k=v sets keys, --unset k removes them,
 --replace makes the --meta pairs the whole metadata. The tag file is rewritten
@@ -273,12 +277,13 @@ and createdAt are kept; updatedAt is refreshed.
 			if err != nil {
 				return err
 			}
-			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			tag, uri := a.tagArgs(cmd, args)
+			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.UpdateMeta(cmd.Context(), args[1], refs.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
+			res, err := t.UpdateMeta(cmd.Context(), tag, refs.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
 			if err != nil {
 				return err
 			}
@@ -295,7 +300,7 @@ and createdAt are kept; updatedAt is refreshed.
 func (a *app) tagDeleteCmd(f *tagFlags) *cobra.Command {
 	var ifToken string
 	cmd := &cobra.Command{
-		Use:   "delete TABLE-URI TAG [--if-token T]",
+		Use:   "delete TAG TABLE-URI [--if-token T]",
 		Short: "Delete a tag by compare-and-swap: never a state updated since it was read",
 		Long: `Delete a tag with delete-if-version of the object read (or of --if-token):
 a tag updated meanwhile is kept and the delete fails (exit 1). Checkpoint
@@ -304,12 +309,13 @@ pins (ogcp_) are refused: delete the checkpoint instead.
 --json prints {op, cas, tag}: tag is the state deleted.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, done, err := a.openTags(cmd.Context(), args[0], true, f)
+			tag, uri := a.tagArgs(cmd, args)
+			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.Delete(cmd.Context(), args[1], ifToken)
+			res, err := t.Delete(cmd.Context(), tag, ifToken)
 			if err != nil {
 				return err
 			}
@@ -322,7 +328,7 @@ pins (ogcp_) are refused: delete the checkpoint instead.
 
 func (a *app) tagResolveCmd(f *tagFlags) *cobra.Command {
 	return &cobra.Command{
-		Use:   "resolve TABLE-URI TAG",
+		Use:   "resolve TAG TABLE-URI",
 		Short: "Where a tag points: branch and version (what a checkout by the tag opens)",
 		Long: `Resolve a tag to the branch and version a checkout by it opens, checking that
 the version still exists (a dangling tag is exit 1). Read-only.
@@ -331,12 +337,13 @@ the version still exists (a dangling tag is exit 1). Read-only.
 manifest_size, recorded_manifest_size, size_matches, token}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, done, err := a.openTags(cmd.Context(), args[0], false, f)
+			tag, uri := a.tagArgs(cmd, args)
+			t, done, err := a.openTags(cmd.Context(), uri, false, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			r, err := t.Resolve(cmd.Context(), args[1])
+			r, err := t.Resolve(cmd.Context(), tag)
 			if err != nil {
 				return err
 			}

@@ -51,8 +51,8 @@ func TestTagCLI(t *testing.T) {
 	if !strings.Contains(out, "v2-tag") || !strings.Contains(out, "exp-tag") {
 		t.Fatalf("list of Lance's tags:\n%s", out)
 	}
-	tagCLI(t, 0, "tag", "show", table, "v2-tag")
-	tagCLI(t, 0, "tag", "resolve", table, "exp-tag")
+	tagCLI(t, 0, "tag", "show", "v2-tag", table)
+	tagCLI(t, 0, "tag", "resolve", "exp-tag", table)
 	for _, d := range []string{db, table} {
 		if _, err := os.Stat(filepath.Join(d, ".retain-localfs")); !os.IsNotExist(err) {
 			t.Fatalf("a read-only tag command wrote into %s: %v", d, err)
@@ -60,37 +60,37 @@ func TestTagCLI(t *testing.T) {
 	}
 
 	// create: head of main, a version, the head of a branch.
-	out, _ = tagCLI(t, 0, "tag", "create", table, "mem-1", "--meta", "session=s1", "--meta", "agent=a=1", "--json")
+	out, _ = tagCLI(t, 0, "tag", "create", "mem-1", table, "--meta", "session=s1", "--meta", "agent=a=1", "--json")
 	c := tagJSON[refs.TagResult](t, out)
 	if c.Op != "create" || c.Tag.Branch != "main" || c.Tag.Version != 3 || c.Tag.Metadata["agent"] != "a=1" || c.Tag.CreatedAt == nil ||
 		!strings.Contains(c.CAS, "create-if-absent") || c.Tag.Token == "" {
 		t.Fatalf("create: %+v", c)
 	}
-	tagCLI(t, 0, "tag", "create", uri, "mem-2", "--version", "1", "--meta", "session=s2")
-	out, _ = tagCLI(t, 0, "tag", "create", table, "mem-exp", "--branch", "exp", "--meta", "session=s1", "--json")
+	tagCLI(t, 0, "tag", "create", "mem-2", uri, "--version", "1", "--meta", "session=s2")
+	out, _ = tagCLI(t, 0, "tag", "create", "mem-exp", table, "--branch", "exp", "--meta", "session=s1", "--json")
 	if e := tagJSON[refs.TagResult](t, out); e.Tag.Branch != "exp" || e.Tag.Version != 4 {
 		t.Fatalf("create on a branch: %+v", e)
 	}
-	tagCLI(t, 0, "tag", "create", table, "mem-x2", "--branch", "team/x", "--version", "4")
+	tagCLI(t, 0, "tag", "create", "mem-x2", table, "--branch", "team/x", "--version", "4")
 
 	// Refusals: an existing tag (exit 1, untouched), usage errors (exit 2).
-	before, _ := tagCLI(t, 0, "tag", "show", table, "mem-1", "--json")
-	_, errs := tagCLI(t, 1, "tag", "create", table, "mem-1", "--version", "1")
+	before, _ := tagCLI(t, 0, "tag", "show", "mem-1", table, "--json")
+	_, errs := tagCLI(t, 1, "tag", "create", "mem-1", table, "--version", "1")
 	if !strings.Contains(errs, "already exists") {
 		t.Fatalf("create of an existing tag: %s", errs)
 	}
-	if again, _ := tagCLI(t, 0, "tag", "show", table, "mem-1", "--json"); again != before {
+	if again, _ := tagCLI(t, 0, "tag", "show", "mem-1", table, "--json"); again != before {
 		t.Fatalf("a refused create changed the tag:\n%s\n%s", before, again)
 	}
 	for _, args := range [][]string{
-		{"tag", "create", table, "ogcp_v1_x"},
-		{"tag", "update", table, "ogcp_v1_x", "--meta", "a=b"},
-		{"tag", "delete", table, "ogcp_v1_x"},
-		{"tag", "create", table, "m3", "--meta", "novalue"},
-		{"tag", "create", table, "m3", "--meta", "retain.state=x"},
-		{"tag", "create", table, "m3", "--version", "0"},
-		{"tag", "create", table, "bad..name"},
-		{"tag", "update", table, "mem-1"},
+		{"tag", "create", "ogcp_v1_x", table},
+		{"tag", "update", "ogcp_v1_x", table, "--meta", "a=b"},
+		{"tag", "delete", "ogcp_v1_x", table},
+		{"tag", "create", "m3", table, "--meta", "novalue"},
+		{"tag", "create", "m3", table, "--meta", "retain.state=x"},
+		{"tag", "create", "m3", table, "--version", "0"},
+		{"tag", "create", "bad..name", table},
+		{"tag", "update", "mem-1", table},
 		{"tag", "list", table, "--filter", "x"},
 		{"tag", "show", table},
 	} {
@@ -103,7 +103,7 @@ func TestTagCLI(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(table, "_refs", "tags", "m3.json")); !os.IsNotExist(err) {
 		t.Fatal("a refused create wrote a tag")
 	}
-	_, errs = tagCLI(t, 1, "tag", "create", table, "m3", "--version", "9")
+	_, errs = tagCLI(t, 1, "tag", "create", "m3", table, "--version", "9")
 	if !strings.Contains(errs, "version 9 does not exist") {
 		t.Fatalf("create at a missing version: %s", errs)
 	}
@@ -134,35 +134,35 @@ func TestTagCLI(t *testing.T) {
 	// update: set, unset; a stale token is refused and writes nothing.
 	old := tagJSON[refs.TagRef](t, before)
 	time.Sleep(5 * time.Millisecond)
-	out, _ = tagCLI(t, 0, "tag", "update", table, "mem-1", "--meta", "purpose=debug", "--unset", "agent", "--if-token", old.Token, "--json")
+	out, _ = tagCLI(t, 0, "tag", "update", "mem-1", table, "--meta", "purpose=debug", "--unset", "agent", "--if-token", old.Token, "--json")
 	u := tagJSON[refs.TagResult](t, out)
 	if len(u.Tag.Metadata) != 2 || u.Tag.Metadata["purpose"] != "debug" || !u.Tag.CreatedAt.Equal(*old.CreatedAt) ||
 		!u.Tag.UpdatedAt.After(*old.UpdatedAt) || u.Tag.Version != 3 {
 		t.Fatalf("update: %+v (was %+v)", u.Tag, old)
 	}
-	_, errs = tagCLI(t, 1, "tag", "update", table, "mem-1", "--meta", "x=1", "--if-token", old.Token)
+	_, errs = tagCLI(t, 1, "tag", "update", "mem-1", table, "--meta", "x=1", "--if-token", old.Token)
 	if !strings.Contains(errs, "changed") {
 		t.Fatalf("update with a stale token: %s", errs)
 	}
-	_, errs = tagCLI(t, 1, "tag", "delete", table, "mem-1", "--if-token", old.Token)
+	_, errs = tagCLI(t, 1, "tag", "delete", "mem-1", table, "--if-token", old.Token)
 	if !strings.Contains(errs, "changed") {
 		t.Fatalf("delete with a stale token: %s", errs)
 	}
-	out, _ = tagCLI(t, 0, "tag", "update", table, "mem-1", "--meta", "only=this", "--replace")
+	out, _ = tagCLI(t, 0, "tag", "update", "mem-1", table, "--meta", "only=this", "--replace")
 	if !strings.Contains(out, "only=this") || strings.Contains(out, "session") {
 		t.Fatalf("update --replace: %s", out)
 	}
-	out, _ = tagCLI(t, 0, "tag", "show", table, "mem-1")
+	out, _ = tagCLI(t, 0, "tag", "show", "mem-1", table)
 	if !strings.Contains(out, "meta only:") || !strings.Contains(out, "token:") {
 		t.Fatalf("show:\n%s", out)
 	}
 
 	// resolve: branch and version, text and JSON.
-	out, _ = tagCLI(t, 0, "tag", "resolve", table, "mem-exp")
+	out, _ = tagCLI(t, 0, "tag", "resolve", "mem-exp", table)
 	if out != "exp\t4\n" {
 		t.Fatalf("resolve: %q", out)
 	}
-	out, _ = tagCLI(t, 0, "tag", "resolve", uri, "mem-2", "--json")
+	out, _ = tagCLI(t, 0, "tag", "resolve", "mem-2", uri, "--json")
 	if r := tagJSON[refs.TagResolution](t, out); r.Branch != "main" || r.Version != 1 || !r.SizeMatches || !strings.HasPrefix(r.ManifestKey, "_versions/") {
 		t.Fatalf("resolve --json: %+v", r)
 	}
@@ -187,15 +187,15 @@ func TestTagCLI(t *testing.T) {
 	}
 
 	// delete; then update, show, resolve and delete find nothing.
-	out, _ = tagCLI(t, 0, "tag", "delete", table, "mem-2")
+	out, _ = tagCLI(t, 0, "tag", "delete", "mem-2", table)
 	if !strings.Contains(out, `deleted tag "mem-2"`) {
 		t.Fatalf("delete: %s", out)
 	}
 	for _, args := range [][]string{
-		{"tag", "update", table, "mem-2", "--meta", "a=b"},
-		{"tag", "show", table, "mem-2"},
-		{"tag", "resolve", table, "mem-2"},
-		{"tag", "delete", table, "mem-2"},
+		{"tag", "update", "mem-2", table, "--meta", "a=b"},
+		{"tag", "show", "mem-2", table},
+		{"tag", "resolve", "mem-2", table},
+		{"tag", "delete", "mem-2", table},
 	} {
 		if _, errs := tagCLI(t, 1, args...); !strings.Contains(errs, "not found") {
 			t.Errorf("retain %v after the delete: %s", args, errs)
@@ -251,11 +251,11 @@ func TestTagCLIS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := "s3://retain-tags/db/branch-tag.lance"
-	out, _ := tagCLI(t, 0, "tag", "create", table, "mem", "--branch", "exp", "--meta", "session=s1", "--json")
+	out, _ := tagCLI(t, 0, "tag", "create", "mem", table, "--branch", "exp", "--meta", "session=s1", "--json")
 	if c := tagJSON[refs.TagResult](t, out); c.Tag.Version != 4 || c.Tag.Key != "_refs/tags/mem.json" {
 		t.Fatalf("create: %+v", c)
 	}
-	out, _ = tagCLI(t, 0, "tag", "update", table, "mem", "--meta", "purpose=x", "--json")
+	out, _ = tagCLI(t, 0, "tag", "update", "mem", table, "--meta", "purpose=x", "--json")
 	u := tagJSON[refs.TagResult](t, out)
 	if u.Tag.Metadata["purpose"] != "x" || !strings.Contains(u.CAS, "replace-if-version native") {
 		t.Fatalf("update: %+v", u)
@@ -264,11 +264,11 @@ func TestTagCLIS3(t *testing.T) {
 	if !strings.Contains(out, "mem ") || strings.Contains(out, "v2-tag") {
 		t.Fatalf("list --filter:\n%s", out)
 	}
-	out, _ = tagCLI(t, 0, "tag", "delete", table, "mem", "--if-token", u.Tag.Token, "--json")
+	out, _ = tagCLI(t, 0, "tag", "delete", "mem", table, "--if-token", u.Tag.Token, "--json")
 	if del := tagJSON[refs.TagResult](t, out); !strings.Contains(del.CAS, "mark, then delete") {
 		t.Fatalf("delete: %+v", del)
 	}
-	tagCLI(t, 1, "tag", "show", table, "mem")
+	tagCLI(t, 1, "tag", "show", "mem", table)
 	if _, err := s.Stat(ctx, "branch-tag.lance/_refs/tags/mem.json"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("after the delete: %v", err)
 	}

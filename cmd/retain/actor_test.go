@@ -232,3 +232,21 @@ func TestActorDaemonFlagOverConfig(t *testing.T) {
 		}
 	}
 }
+
+// quickstart records the actor too, and refuses without one as the
+// other commands do.
+func TestActorQuickstart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "qs")
+	if _, errs, code := retainNoActor(t, nil, []string{actorEnv + "="}, "quickstart", dir); code != 2 || !strings.Contains(errs, actorEnv+" is empty") {
+		t.Fatalf("quickstart with an empty %s: %d %s", actorEnv, code, errs)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatal("a refused quickstart made its directory")
+	}
+	if _, errs, code := retainNoActor(t, nil, nil, "quickstart", dir, "--json", "--actor", "qs-actor"); code != 0 {
+		t.Fatalf("quickstart: %d %s", code, errs)
+	}
+	if got := checkpointActor(t, dir, "quickstart-v3"); got != "qs-actor" {
+		t.Fatalf("quickstart checkpoint actor %q", got)
+	}
+}

@@ -30,7 +30,11 @@ checked: a failed check exits 1, so quickstart doubles as a smoke test.`,
 					return usageError{errors.New("quickstart: DIR is empty; omit it for a fresh temporary directory")}
 				}
 			}
-			dir, err := quickstart.PrepareDir(dir)
+			actor, err := a.actor(cmd)
+			if err != nil {
+				return err
+			}
+			dir, err = quickstart.PrepareDir(dir)
 			if err != nil {
 				if errors.Is(err, quickstart.ErrDirNotEmpty) {
 					return usageError{err}
@@ -52,7 +56,7 @@ checked: a failed check exits 1, so quickstart doubles as a smoke test.`,
 			if a.jsonOut {
 				out = nil
 			}
-			rep, err := quickstart.Run(ctx, quickstart.Options{Dir: dir, Loc: loc, Store: s, ReadOnly: ro, Out: out, Retain: "retain"})
+			rep, err := quickstart.Run(ctx, quickstart.Options{Dir: dir, Loc: loc, Store: s, ReadOnly: ro, Out: out, Retain: "retain", Actor: actor})
 			if a.jsonOut {
 				if perr := a.printJSON(rep); perr != nil && err == nil {
 					err = perr

@@ -115,6 +115,14 @@ func (a *app) checkpointCmd() *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", p.Kind, p.Path, p.Branch, p.Version, p.Status, p.Tag)
 				}
 				tw.Flush()
+				for _, p := range in.Pins {
+					if p.Status != protocol.PinOK && p.Detail != "" {
+						fmt.Fprintf(a.stdout, "  %s %s: %s\n", p.Status, p.Path, p.Detail)
+					}
+				}
+				for _, l := range in.Lost {
+					fmt.Fprintf(a.stdout, "  lost %s\n", l)
+				}
 				if in.Deep != nil {
 					fmt.Fprintf(a.stdout, "deep: %d files checked, %d missing\n", in.Deep.FilesChecked, len(in.Deep.Missing))
 					for _, m := range in.Deep.Missing {
@@ -126,7 +134,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 				}
 			}
 			if in.Health == "invalid" {
-				return fmt.Errorf("checkpoint %q is invalid: an object it pins is gone (see the pins above); reconcile cannot restore it: delete the checkpoint and take a new one", in.Name)
+				return fmt.Errorf("checkpoint %q is invalid: an object it pins is gone; reconcile cannot restore it: see each pin above for the command that resolves it", in.Name)
 			}
 			if in.Health == "degraded" || (in.Deep != nil && (len(in.Deep.Missing) > 0 || len(in.Deep.Errors) > 0)) {
 				return fmt.Errorf("checkpoint %q is not intact: run `retain reconcile %s`", in.Name, args[1])
@@ -168,7 +176,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, show, del)
+	cmd.AddCommand(create, list, show, del, a.checkpointDropLostCmd())
 	return cmd
 }
 

@@ -201,3 +201,58 @@ func TestOlderStoreFormat1PinsStayValid(t *testing.T) {
 		t.Fatalf("list: %d %s", code, out)
 	}
 }
+
+// ABA is still refused, and has one way out. Real Lance drops table a
+// and recreates it at the same path with as many versions: the checkpoint's
+// v3 of a is another commit. Every view says so the same way and names
+// `retain checkpoint drop-lost`; pasted, it gives up that one pin (audited,
+// recorded in the checkpoint) and the store is clean again while the
+// checkpoint keeps b. Before, reconcile reported the conflict with no way
+// out and `checkpoint delete` refused because of it.
+func TestRecreatedTableRefusedUntilDropLost(t *testing.T) {
+	db := livedStore(t)
+	lanceRun(t, db, "a", "", nil, map[string]any{"op": "open"}, map[string]any{"op": "drop"},
+		map[string]any{"op": "create", "rows": 3}, map[string]any{"op": "add", "rows": 1}, map[string]any{"op": "add", "rows": 1},
+		map[string]any{"op": "add", "rows": 1}, map[string]any{"op": "add", "rows": 1})
+
+	_, errs, code := retain(t, "cleanup", "preview", db, "--keep-last", "1")
+	if code == 0 || !strings.Contains(errs, "retain checkpoint drop-lost ") || !strings.Contains(errs, "recreated") {
+		t.Fatalf("ABA: cleanup preview: %d %s", code, errs)
+	}
+	out, _, code := retain(t, "checkpoint", "list", db)
+	if !strings.Contains(out, "invalid") {
+		t.Fatalf("list after ABA: %d %s", code, out)
+	}
+	out, _, _ = retain(t, "status", db)
+	if !strings.Contains(out, "1 invalid checkpoints") {
+		t.Fatalf("status after ABA: %s", out)
+	}
+	out, errs, code = retain(t, "reconcile", db)
+	if code == 0 || !strings.Contains(out, "incarnation-changed a.lance") {
+		t.Fatalf("reconcile after ABA: %d %s %s", code, out, errs)
+	}
+	cmd := heldCommand(t, out, "retain checkpoint drop-lost ", db)
+	if _, code := runShell(t, strings.Replace(cmd, "--reason WHY", "--reason 'the ingest job recreated a'", 1)); code != 0 {
+		t.Fatalf("the drop-lost command reconcile names, pasted: %s: exit %d", cmd, code)
+	}
+	out, errs, code = retain(t, "checkpoint", "show", "nightly", db, "--json")
+	var in protocol.Info
+	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || len(in.Pins) != 2 ||
+		len(in.Lost) != 1 || in.Lost[0].Path != "a.lance" || in.Lost[0].Reason != "the ingest job recreated a" {
+		t.Fatalf("show after drop-lost: %d %s %s", code, out, errs)
+	}
+	if _, errs, code := retain(t, "checkpoint", "drop-lost", "nightly", "b.lance", db, "--reason", "x"); code == 0 || !strings.Contains(errs, "intact") {
+		t.Fatalf("drop-lost of an intact pin: %d %s", code, errs)
+	}
+	out, _, _ = retain(t, "audit", db)
+	if !strings.Contains(out, "pin_dropping") || !strings.Contains(out, "pin_dropped") {
+		t.Fatalf("audit: %s", out)
+	}
+	if out, errs, code = retain(t, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1"); code != 0 {
+		t.Fatalf("cleanup after drop-lost: %d %s %s", code, out, errs)
+	}
+	v := lanceRun(t, db, "b", "", nil, map[string]any{"op": "open"})
+	if len(v.Versions["main"]) != 2 || v.Versions["main"][0].Version != 3 || v.Versions["main"][0].Scanned != 5 {
+		t.Fatalf("Lance reads b after cleanup: %+v", v.Versions["main"])
+	}
+}

@@ -93,6 +93,9 @@ type Header struct {
 	RegistryVersion Version   `json:"registry_version"`
 	CreatedAt       time.Time `json:"created_at"`
 	Actor           string    `json:"actor"`
+	// Lost lists the table pins this checkpoint gave up because the
+	// version they pinned is provably gone (DropLostRow), oldest first.
+	Lost []LostPin `json:"lost,omitempty"`
 }
 
 // Row is one pinned table of one checkpoint.
@@ -401,6 +404,11 @@ func (s *Snapshot) Validate() error {
 		}
 		if err := checkText("checkpoint "+string(h.ID)+" actor", h.Actor, maxActorBytes); err != nil {
 			return err
+		}
+		for _, l := range h.Lost {
+			if err := l.check(); err != nil {
+				return fmt.Errorf("checkpoint %s: lost pin of %s: %v", h.ID, l.Path, err)
+			}
 		}
 		if h.State == Live {
 			if other, dup := liveByName[h.Name]; dup {

@@ -40,6 +40,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
 )
 
@@ -375,10 +376,11 @@ func checkPin(ctx context.Context, ds *lance.Dataset, r root) error {
 	}
 	if err := bds.CheckPhysRef(ctx, ref); err != nil {
 		reason := who + ": the pinned version cannot be read"
+		way := protocol.DropLostCommand(r.row.CheckpointID, r.row.Path)
 		if errors.Is(err, core.ErrNotFound) {
-			reason = who + ": the pinned version is missing"
+			reason = who + ": the pinned version is missing: restore it from a backup, or give the pin up with `" + way + "`"
 		} else if errors.Is(err, lance.ErrPhysRefMismatch) {
-			reason = who + ": the pinned version is no longer the commit the checkpoint names (run `retain reconcile`)"
+			reason = who + ": the pinned version is no longer the commit the checkpoint names (the table was recreated): give the pin up with `" + way + "`"
 		}
 		return &RefusedError{Table: t, Key: bds.PinnedManifestKey(ref), Reason: reason, Cause: err}
 	}

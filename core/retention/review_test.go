@@ -119,10 +119,10 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 }
 
 // TestLostPinRefusesTheStoreEvenIsolated: a pinned version that is gone
-// is not a reconcile conflict (the pin tag is in order) but an unresolvable
-// root: the whole store's cleanup is refused, naming the object, even with
-// IsolateReconcile (which skips only tables reconcile reports conflicts
-// on), and nothing is deleted.
+// (its pin tag in order) is an unresolvable root: reconcile reports it and
+// the whole store's cleanup is refused, naming the object and the way out,
+// even with IsolateReconcile (which skips other tables' conflicts), and
+// nothing is deleted.
 func TestLostPinRefusesTheStoreEvenIsolated(t *testing.T) {
 	dir, _ := setup(t)
 	v3 := "deletes.lance/_versions/18446744073709551612.manifest"
@@ -132,7 +132,7 @@ func TestLostPinRefusesTheStoreEvenIsolated(t *testing.T) {
 	s := open(t, dir, false)
 	before := len(tableFiles(t, dir))
 	_, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, IsolateReconcile: true})
-	if !errors.Is(err, ErrPreviewRefused) || !strings.Contains(err.Error(), v3) {
+	if !errors.Is(err, ErrRunRefused) || !strings.Contains(err.Error(), v3) || !strings.Contains(err.Error(), "retain checkpoint drop-lost ") {
 		t.Fatalf("a lost pin: %v", err)
 	}
 	if after := len(tableFiles(t, dir)); after != before {

@@ -221,6 +221,11 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 			if c.Path == "" || c.Path == checkpoint.RegistryPath {
 				return rep, fmt.Errorf("%w: reconcile under the claim: a store-wide conflict (%s): %w", ErrRunRefused, c.Detail, err)
 			}
+			if protocol.LostPinConflict(c) {
+				// A checkpoint's version that is gone is a root no one can
+				// honour: the store is refused, as Preview refuses it.
+				return rep, fmt.Errorf("%w: reconcile under the claim: %s %s: %s; nothing was deleted: %w", ErrRunRefused, c.Kind, c.Path, c.Detail, err)
+			}
 			if conflicted[c.Path] == "" {
 				conflicted[c.Path] = fmt.Sprintf("reconcile conflict (%s %s): %s; this table is skipped until `retain reconcile` settles it", c.Kind, c.Tag, c.Detail)
 			}

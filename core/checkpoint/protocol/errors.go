@@ -42,6 +42,10 @@ var (
 	// or pins the registry does not account for (kind
 	// core.ErrPreconditionFailed); the report names the way out.
 	ErrRegistryDamaged = errors.New("the registry is damaged")
+	// ErrPinNotLost: drop-lost was asked to give up a pin whose version is
+	// intact or cannot be read (so is not provably gone); nothing was
+	// dropped (kind core.ErrPreconditionFailed).
+	ErrPinNotLost = errors.New("the pin is not provably lost")
 )
 
 var kindOf = map[error]core.Kind{
@@ -53,6 +57,7 @@ var kindOf = map[error]core.Kind{
 	ErrConflicts:       core.ErrPreconditionFailed,
 	ErrAuthorityLost:   core.ErrPreconditionFailed,
 	ErrRegistryDamaged: core.ErrPreconditionFailed,
+	ErrPinNotLost:      core.ErrPreconditionFailed,
 }
 
 // Error is a protocol refusal: checkpoint's error type, with the kind of

@@ -324,6 +324,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	}
 	failpoint.Hit(FPReconcileAfterSidecars)
 
+	commits := commitChecks{}
 	conflicted := map[string]bool{}
 	conflict := func(c Conflict) {
 		rep.Conflicts = append(rep.Conflicts, c)
@@ -345,10 +346,10 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	}
 	for _, r := range rows {
 		if !present[r.row.Path] {
-			conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version)})
+			conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))})
 			continue
 		}
-		if c := repairRow(ctx, s, r.cp, r.row, r.tag, rep); c != nil {
+		if c := repairRow(ctx, s, r.cp, r.row, r.tag, rep, commits); c != nil {
 			conflict(*c)
 		}
 	}
@@ -375,7 +376,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 
 // repairRow checks one live row's tag and recreates it if it is missing
 // and the version is still the commit the row names.
-func repairRow(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, r checkpoint.Row, tag string, rep *Report) *Conflict {
+func repairRow(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, r checkpoint.Row, tag string, rep *Report, commits commitChecks) *Conflict {
 	ds, err := lance.Open(s, r.Path)
 	if err != nil {
 		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
@@ -386,27 +387,19 @@ func repairRow(ctx context.Context, s *core.Store, cp checkpoint.Checkpoint, r c
 	}
 	p := PinHealth{Kind: "table", Path: r.Path, Branch: r.Branch, Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
 	st, detail := tagHealth(ctx, ds, p)
-	switch st {
-	case PinOK:
-		return nil
-	case PinMissing:
-	default:
+	if st != PinOK && st != PinMissing {
 		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: detail}
 	}
-	bds := ds
-	if r.Branch != checkpoint.MainBranch {
-		if bds, err = ds.Branch(r.Branch); err != nil {
-			return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
-		}
+	// Present or not, the tag is only worth something while the version
+	// is still the commit the row names: what cleanup would refuse,
+	// reconcile reports, with the way out.
+	if l, err := commits.lost(ctx, s, r); err != nil {
+		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d on %s cannot be read: %v; make it readable, then reconcile again", cp.ID, cp.Name, r.Version, r.Branch, err)}
+	} else if l.kind != "" {
+		return &Conflict{Kind: l.kind, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): %s; %s", cp.ID, cp.Name, l.why, l.wayOut(cp.ID, r.Path))}
 	}
-	_, err = bds.VerifyPhysRef(ctx, ref)
-	switch {
-	case errors.Is(err, core.ErrNotFound):
-		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d on %s is gone; its tag cannot be recreated", cp.ID, cp.Name, r.Version, r.Branch)}
-	case errors.Is(err, lance.ErrPhysRefMismatch):
-		return &Conflict{Kind: ConflictIncarnationChanged, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d is another commit now (the table was recreated): the pin is not recreated on it", cp.ID, cp.Name, r.Version)}
-	case err != nil:
-		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
+	if st == PinOK {
+		return nil
 	}
 	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size, recordOf(cp, &r.Pin)); err != nil {
 		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}

@@ -18,8 +18,9 @@ const (
 	PinWrongTarget = "wrong-target"
 	PinUnreadable  = "unreadable"
 	// PinGone: the pinned object itself is gone (the registry version a
-	// checkpoint's registry pin names): no reconcile can repair it, and
-	// the checkpoint is reported invalid.
+	// checkpoint's registry pin names, or a table version: no manifest, or
+	// another commit): no reconcile can repair it, and the checkpoint is
+	// reported invalid until the object is restored or the pin dropped.
 	PinGone = "gone"
 )
 
@@ -64,6 +65,8 @@ type Info struct {
 	Pins      []PinHealth           `json:"pins"`
 	Tombstone *checkpoint.Tombstone `json:"tombstone,omitempty"`
 	Deep      *DeepCheck            `json:"deep,omitempty"`
+	// Lost: table pins the checkpoint gave up (drop-lost), and why.
+	Lost []checkpoint.LostPin `json:"lost,omitempty"`
 }
 
 // Health sums up the pin health of live checkpoints (List's infos): what
@@ -128,8 +131,9 @@ func List(ctx context.Context, s *core.Store) (checkpoint.Version, []Info, error
 		return 0, nil, err
 	}
 	out := []Info{}
+	commits := commitChecks{}
 	for _, cp := range snap.Live() {
-		in, err := info(ctx, s, reg, cp)
+		in, err := info(ctx, s, reg, cp, commits)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -147,7 +151,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	if err != nil {
 		return nil, err
 	}
-	in, err := info(ctx, s, reg, cp)
+	in, err := info(ctx, s, reg, cp, commitChecks{})
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +161,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	return &in, nil
 }
 
-func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp checkpoint.Checkpoint) (Info, error) {
+func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp checkpoint.Checkpoint, commits commitChecks) (Info, error) {
 	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
 		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
 		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
@@ -181,8 +185,17 @@ func info(ctx context.Context, s *core.Store, reg *checkpoint.Registry, cp check
 			return Info{}, err
 		}
 		p.Status, p.Detail = tagHealth(ctx, ds, p)
+		if (p.Status == PinOK || p.Status == PinMissing) && cp.State == checkpoint.Live {
+			// The version itself, as cleanup checks it: one view of health.
+			if l, err := commits.lost(ctx, s, r); err != nil {
+				p.Status, p.Detail = PinUnreadable, fmt.Sprintf("the pinned version cannot be read: %v", err)
+			} else if l.kind != "" {
+				p.Status, p.Detail = PinGone, l.why+"; "+l.wayOut(cp.ID, r.Path)
+			}
+		}
 		in.Pins = append(in.Pins, p)
 	}
+	in.Lost = cp.Lost
 	for _, p := range in.Pins {
 		if p.Status != PinOK && in.Health == "ok" {
 			in.Health = "degraded"

@@ -1,0 +1,31 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/checkpoint/protocol"
+)
+
+// Audit events of `retain checkpoint drop-lost`: before the registry
+// commit, what will be given up; after it, what was.
+const (
+	AuditPinDropping = "pin_dropping"
+	AuditPinDropped  = "pin_dropped"
+)
+
+// DropLostPin is `retain checkpoint drop-lost`: protocol.DropLost under the
+// claim, framed by audit lines (no line, no change).
+func DropLostPin(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, nameOrID, path, reason string) (*protocol.DroppedLost, error) {
+	audit := func(ctx context.Context, event, op, actor string, d *protocol.DroppedLost) error {
+		au := &auditor{s: s, op: op, actor: actor}
+		r := AuditRecord{Event: AuditPinDropping, Table: d.Lost.Path,
+			Versions: []string{fmt.Sprintf("%s v%d of checkpoint %s (%s): %s; reason: %s", d.Lost.Branch, d.Lost.Version, d.ID, d.Name, d.Lost.Why, d.Lost.Reason)}}
+		if event == "dropped" {
+			r.Event = AuditPinDropped
+		}
+		return au.write(ctx, r)
+	}
+	return o.DropLost(ctx, s, loc, nameOrID, path, protocol.DropLostOptions{Reason: reason, Audit: audit})
+}

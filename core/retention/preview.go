@@ -131,7 +131,7 @@ func keptNextStep(err error) string {
 		case strings.HasPrefix(r, "extra root: checkpoint"), strings.HasPrefix(r, "tag ogcp_"):
 			checkpoint = true
 		case strings.HasPrefix(r, "tag "):
-			steps = append(steps, fmt.Sprintf("drop the tag that keeps it (`retain tag delete TABLE-URI %s`)", strings.TrimPrefix(r, "tag ")))
+			steps = append(steps, fmt.Sprintf("drop the tag that keeps it (`retain tag delete %s TABLE-URI`)", strings.TrimPrefix(r, "tag ")))
 		case strings.HasPrefix(r, "fork point of branch "):
 			steps = append(steps, fmt.Sprintf("delete the branch forked from it (`retain branch delete %s STORE`)", strings.TrimPrefix(r, "fork point of branch ")))
 		case strings.HasPrefix(r, "keep-last "), strings.HasPrefix(r, "not older than the cut-off"):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -159,6 +160,14 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 				rep, err = retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
 					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show})
 			}
+			if err != nil && cmd.Context().Err() != nil {
+				// Stopped by a signal: name the resume only if a journal
+				// says the run is unfinished (before its plans there is
+				// nothing to continue; the claim was released either way).
+				if runs, rerr := retention.OpenRuns(context.WithoutCancel(cmd.Context()), s); rerr == nil && len(runs) > 0 {
+					a.onInterrupt = "retain cleanup run " + shellArg(args[0]) + " --resume --confirm-write-outage"
+				}
+			}
 			if rep == nil || (err != nil && len(rep.Tables) == 0) {
 				return err
 			}
@@ -291,4 +300,12 @@ func bytesText(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s (%d bytes)", f, []string{"B", "KiB", "MiB", "GiB", "TiB"}[i], n)
+}
+
+// shellArg quotes s for a pasted command line when it needs it.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+=:@%,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"regexp"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -21,6 +24,9 @@ import (
 const (
 	exitFailed = 1
 	exitUsage  = 2
+	// exitInterrupted: SIGINT or SIGTERM stopped the command (128 + 2, as
+	// a shell reports Ctrl-C).
+	exitInterrupted = 130
 )
 
 type app struct {
@@ -36,6 +42,10 @@ type app struct {
 	adapterPath, adapterSHA256 string
 	// actorFlag: --actor (see actor.go).
 	actorFlag string
+	// onInterrupt is the command that continues what a command stopped by
+	// a signal leaves resumable (cleanup run sets it once it has an
+	// operation); printed after the error.
+	onInterrupt string
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -44,7 +54,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	// Ctrl-C or a service manager's SIGTERM cancels the command's context:
+	// the work stops at its next store call, claims are released, journals
+	// stay resumable. A second signal ends the process at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); stop() }()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -52,6 +68,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
 		code = exitUsage
+	}
+	if ctx.Err() != nil {
+		code = exitInterrupted
+		err = fmt.Errorf("interrupted by a signal; the work stopped at a safe point: %w", err)
+		if a.onInterrupt != "" {
+			err = fmt.Errorf("%w; `%s` continues it", err, a.onInterrupt)
+		}
 	}
 	// The plain line goes to stderr in JSON mode too: it is what a person
 	// at the terminal reads, and scripts read stdout.

@@ -46,6 +46,9 @@ type app struct {
 	// a signal leaves resumable (cleanup run sets it once it has an
 	// operation); printed after the error.
 	onInterrupt string
+	// ownsSignals: the command handles SIGINT/SIGTERM itself (the daemon
+	// finishes its pass; its exit status says how that pass went).
+	ownsSignals bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -69,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
 		code = exitUsage
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !a.ownsSignals {
 		code = exitInterrupted
 		err = fmt.Errorf("interrupted by a signal; the work stopped at a safe point: %w", err)
 		if a.onInterrupt != "" {

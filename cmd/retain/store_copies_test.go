@@ -256,3 +256,45 @@ func TestRecreatedTableRefusedUntilDropLost(t *testing.T) {
 		t.Fatalf("Lance reads b after cleanup: %+v", v.Versions["main"])
 	}
 }
+
+// A pinned manifest lost (a restore from an older backup) while its tag
+// survives: drop-lost gives the pin up and deletes the tag; a tag left
+// behind (the delete came after the commit and can fail or be cut short)
+// is reclaimed by reconcile as given up, not reported as a pin the
+// registry cannot explain.
+func TestDropLostMissingManifestAndLeftoverTag(t *testing.T) {
+	db := livedStore(t)
+	v3 := filepath.Join(db, "a.lance", "_versions", fmt.Sprintf("%020d.manifest", ^uint64(0)-3))
+	if err := os.Remove(v3); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := retain(t, "reconcile", db)
+	if code == 0 || !strings.Contains(out, "pin-lost a.lance") {
+		t.Fatalf("reconcile with the pinned manifest gone: %d %s %s", code, out, errs)
+	}
+	tags, err := filepath.Glob(filepath.Join(db, "a.lance", "_refs", "tags", "ogcp_*.json"))
+	if err != nil || len(tags) != 1 {
+		t.Fatalf("pin tags of a: %v %v", tags, err)
+	}
+	tagBytes, err := os.ReadFile(tags[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = retain(t, "checkpoint", "drop-lost", "nightly", "a.lance", db, "--reason", "restored from an older backup", "--json")
+	if code != 0 || !strings.Contains(out, `"tag_deleted"`) {
+		t.Fatalf("drop-lost: %d %s %s", code, out, errs)
+	}
+	if err := os.MkdirAll(filepath.Dir(tags[0]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tags[0], tagBytes, 0o644); err != nil { // as if the delete never happened
+		t.Fatal(err)
+	}
+	out, errs, code = retain(t, "reconcile", db)
+	if code != 0 || !strings.Contains(out, "1 reclaimed") || !strings.Contains(out, " 0 conflicts") {
+		t.Fatalf("reconcile with the given-up pin's tag left: %d %s %s", code, out, errs)
+	}
+	if _, errs, code := retain(t, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1"); code != 0 {
+		t.Fatalf("cleanup after drop-lost: %d %s", code, errs)
+	}
+}

@@ -137,6 +137,13 @@ func judgeTag(snap *checkpoint.Snapshot, rolledBack map[checkpoint.ID]bool, root
 	case c.State == checkpoint.Tombstoned:
 		return "its checkpoint is deleted", nil
 	}
+	for _, l := range c.Lost {
+		// drop-lost committed the row away; its tag delete came after
+		// (and may not have happened).
+		if tag, err := checkpoint.TablePinTag(c.ID, l.Pin); err == nil && tag == t.Name && l.Path == root {
+			return "its checkpoint gave this pin up (drop-lost " + l.OperationID + ")", nil
+		}
+	}
 	return "", &Conflict{Kind: ConflictAuthority, Path: root, Tag: t.Name, Detail: fmt.Sprintf(
 		"pin of live checkpoint %s (%s) at %s version %d, which none of its rows in registry version %d names: the registry was rewritten", c.ID, c.Name, branchOf(t), t.Version, snap.Version)}
 }

@@ -399,7 +399,8 @@ func (o Options) createClaimed(ctx context.Context, s *core.Store, loc core.Loca
 	if err != nil {
 		return nil, retry, err
 	}
-	if rerr := h.Release(ctx); rerr != nil {
+	// Committed: a signal now must not leave the claim held.
+	if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil {
 		res.Warnings = append(res.Warnings, "releasing the claim failed: "+rerr.Error())
 	}
 	released = true

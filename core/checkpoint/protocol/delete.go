@@ -125,7 +125,8 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	res.Reconciled = pre
 	failpoint.Hit(FPDeleteAfterCommit)
 	released = true
-	if rerr := h.Release(ctx); rerr != nil {
+	// Committed: a signal now must not leave the claim held.
+	if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil {
 		res.TagErrors = append(res.TagErrors, "releasing the claim: "+rerr.Error())
 	}
 	failpoint.Hit(FPDeleteAfterRelease)

@@ -152,7 +152,7 @@ func (d *Dataset) Versions(ctx context.Context) ([]Version, error) {
 			continue
 		}
 		if naming != 0 && nm != naming {
-			return nil, fmt.Errorf("%w: %s holds both %s and %s manifest names; retain will not guess which is current",
+			return nil, fmt.Errorf("%w: %s holds both %s and %s manifest names (Lance's manifest migration stopped half-way?); Lance refuses this too and retain will not guess which is current: finish the rename as migrateManifestPathsV2 does (each N.manifest becomes the 20-digit name of 18446744073709551615-N; where both names exist the bytes are the same: remove the V1 one), then run the command again",
 				ErrMixedNaming, d.Key(versionsDir), naming, nm)
 		}
 		naming = nm

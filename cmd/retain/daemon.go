@@ -235,8 +235,26 @@ func (a *app) printStatus(st statusJSON) {
 	p := st.Pins
 	fmt.Fprintf(tw, "pins\t%d live checkpoints, %d pins: %d ok, %d missing, %d other; %d degraded, %d invalid checkpoints\n",
 		p.LiveCheckpoints, p.Pins, p.OK, p.Missing, p.Other, p.Degraded, p.Invalid)
+	// One line per table reads well for a few tables; a store of hundreds
+	// gets the optimize() warning once, for the table it hits first
+	// (--json has every table), and a line only for what is particular.
+	const perTable = 3
+	if n := len(st.LanceCleanup); n > perTable {
+		first := st.LanceCleanup[0]
+		for _, h := range st.LanceCleanup {
+			if h.OptimizeThrowsFrom != nil && (first.OptimizeThrowsFrom == nil || h.OptimizeThrowsFrom.Before(*first.OptimizeThrowsFrom)) {
+				first = h
+			}
+		}
+		if len(first.Warnings) > 0 {
+			fmt.Fprintf(tw, "lance cleanup\t%d pinned tables; first %s: %s\n", n, first.Table, first.Warnings[0])
+		}
+	}
 	for _, h := range st.LanceCleanup {
-		for _, w := range h.Warnings {
+		for i, w := range h.Warnings {
+			if i == 0 && len(st.LanceCleanup) > perTable {
+				continue // the optimize() warning, said once above
+			}
 			fmt.Fprintf(tw, "lance cleanup\t%s: %s\n", h.Table, w)
 		}
 		if h.Error != "" {

@@ -41,3 +41,23 @@ func TestStatusWarnsOfLanceOptimize(t *testing.T) {
 		}
 	}
 }
+
+// A store of many pinned tables gets the optimize() warning once, naming
+// the table it hits first, not a line per table; --json keeps every table.
+func TestStatusOptimizeWarningOnceForManyTables(t *testing.T) {
+	db := fixtureDB(t, "v2-appends", "update", "deletes", "index", "v1-naming")
+	if _, errs, code := retain(t, "checkpoint", "create", "nightly", db); code != 0 {
+		t.Fatalf("create: %d %s", code, errs)
+	}
+	out, errs, code := retain(t, "status", db)
+	if code != 0 || strings.Count(out, retention.LanceOptimizeCall) != 1 || !strings.Contains(out, "lance cleanup  5 pinned tables; first ") {
+		t.Fatalf("status of 5 pinned tables: %d\n%s\n%s", code, out, errs)
+	}
+	out, _, _ = retain(t, "status", db, "--json")
+	var st struct {
+		LanceCleanup []retention.LanceCleanupHazard `json:"lance_cleanup"`
+	}
+	if json.Unmarshal([]byte(out), &st) != nil || len(st.LanceCleanup) != 5 {
+		t.Fatalf("status --json: %s", out)
+	}
+}

@@ -77,6 +77,8 @@ func lostEvidence(ctx context.Context, s *core.Store, r checkpoint.Row) (lost, e
 	switch {
 	case err == nil:
 		return lost{}, nil
+	case errors.Is(err, lance.ErrPhysRefMismatch) && !provesOtherCommit(ref, got):
+		return lost{}, fmt.Errorf("%w; the manifest there is not provably another commit (the pin records no commit timestamp or transaction, or they are the pinned ones): it may be a copy or a rewrite of the pinned version", err)
 	case errors.Is(err, lance.ErrPhysRefMismatch):
 		return lost{ConflictIncarnationChanged, fmt.Sprintf("version %d of %s is another commit now (committed %s, txn %s): the table was deleted and recreated",
 			r.Version, r.Path, got.Committed.Format(time.RFC3339Nano), got.TxnUUID)}, nil
@@ -84,6 +86,14 @@ func lostEvidence(ctx context.Context, s *core.Store, r checkpoint.Row) (lost, e
 		return lost{ConflictPinLost, fmt.Sprintf("version %d of %s on %s has no manifest (%s, nor under the other naming scheme)", r.Version, r.Path, r.Branch, ds.PinnedManifestKey(ref))}, nil
 	}
 	return lost{}, err
+}
+
+// provesOtherCommit: got, read at the version ref pins, is another commit
+// (another timestamp or transaction), not merely other bytes or another
+// object: only that, or no manifest at all, lets drop-lost give a pin up.
+func provesOtherCommit(ref, got lance.PhysRef) bool {
+	hasIdentity := !ref.Committed.IsZero() || ref.TxnUUID != ""
+	return hasIdentity && !ref.SameCommit(got)
 }
 
 // DropLost gives up checkpoint nameOrID's pin of table path, whose pinned

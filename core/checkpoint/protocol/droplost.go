@@ -10,7 +10,12 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/internal/failpoint"
 )
+
+// FPDropLostAfterCommit is hit once drop-lost's registry commit is done,
+// before its tag delete and its pin_dropped audit line.
+const FPDropLostAfterCommit = "drop-lost/after-commit"
 
 // DropLostOptions says what DropLost records.
 type DropLostOptions struct {
@@ -191,6 +196,9 @@ func (o Options) DropLost(ctx context.Context, s *core.Store, loc core.Location,
 	if err != nil {
 		return nil, err
 	}
+	failpoint.Hit(FPDropLostAfterCommit)
+	// Committed: what is left is bookkeeping a signal must not cut short.
+	ctx = context.WithoutCancel(ctx)
 	// The tag protects nothing of the checkpoint now; delete it if it is
 	// still there (Lance's drop took it with the table, usually).
 	tag, terr := checkpoint.TablePinTag(res.ID, row.Pin)

@@ -97,7 +97,8 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*
 		sort.Strings(missing)
 		r := pins[missing[0]][0]
 		return nil, &RefusedError{Table: missing[0], Key: missing[0] + "/",
-			Reason: fmt.Sprintf("checkpoint %s (%s) pins %s v%d of a table that no longer exists", r.name, r.row.CheckpointID, r.row.Branch, r.row.Version)}
+			Reason: fmt.Sprintf("checkpoint %s (%s) pins %s v%d of a table that no longer exists: restore it from a backup, or give the pin up with `%s`",
+				r.name, r.row.CheckpointID, r.row.Branch, r.row.Version, protocol.DropLostCommand(r.row.CheckpointID, r.row.Path))}
 	}
 
 	// Resolve every root before any table is planned.

@@ -157,15 +157,6 @@ func (p PhysRef) Matches(got PhysRef) bool {
 	return p.SameCommit(got)
 }
 
-// Upgrade returns got as the format-2 token of the commit p names, when got
-// matches p (a format-1 ref read again); otherwise p.
-func (p PhysRef) Upgrade(got PhysRef) PhysRef {
-	if p.Format == 1 && p.Matches(got) {
-		return got
-	}
-	return p
-}
-
 // manifestKeys are the keys version n's manifest may have: the one a
 // format-1 token recorded, then the V2 name, then the V1 name. Lance's own
 // migration renames V1 to V2; a copy keeps either.

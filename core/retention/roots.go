@@ -112,9 +112,15 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*
 			return nil, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}
 		}
 		tr := TableRoots{Table: t, Dataset: ds}
+		// Checkpoints that pin the same version cost one read: the cost
+		// grows with distinct pinned versions, not with checkpoints.
+		checked := map[string]bool{}
 		for _, r := range pins[t] {
-			if err := checkPin(ctx, ds, r); err != nil {
-				return nil, err
+			if k := r.row.Branch + "\x00" + r.row.PhysicalRef; !checked[k] {
+				if err := checkPin(ctx, ds, r); err != nil {
+					return nil, err
+				}
+				checked[k] = true
 			}
 			tr.Extra = append(tr.Extra, lance.Root{Branch: r.row.Branch, Version: r.row.Version,
 				Reason: fmt.Sprintf("checkpoint %s (%s)", r.name, r.row.CheckpointID)})

@@ -107,7 +107,8 @@ func provesOtherCommit(ref, got lance.PhysRef) bool {
 // The checkpoint keeps its other pins and records the lost one (what was
 // seen, the reason, who, when) in its header; the pin's tag, if any is
 // left, is deleted. It refuses an intact pin, one whose version cannot be
-// read, and a store whose reconcile finds anything else in doubt. Under
+// read or is not provably another commit, and a store whose registry
+// authority is in doubt (reconcile's read phase finds authority-lost). Under
 // the claim, framed by audit lines: this is the way out of a
 // `pin-lost`/`incarnation-changed`/`table-missing` conflict.
 func (o Options) DropLost(ctx context.Context, s *core.Store, loc core.Location, nameOrID, path string, do DropLostOptions) (res *DroppedLost, err error) {

@@ -374,13 +374,16 @@ func checkPin(ctx context.Context, ds *lance.Dataset, r root) error {
 			return &RefusedError{Table: t, Reason: who + ": bad branch", Cause: err}
 		}
 	}
-	if err := bds.CheckPhysRef(ctx, ref); err != nil {
+	if got, err := bds.VerifyPhysRef(ctx, ref); err != nil {
 		reason := who + ": the pinned version cannot be read"
 		way := protocol.DropLostCommand(r.row.CheckpointID, r.row.Path)
-		if errors.Is(err, core.ErrNotFound) {
+		switch {
+		case errors.Is(err, core.ErrNotFound):
 			reason = who + ": the pinned version is missing: restore it from a backup, or give the pin up with `" + way + "`"
-		} else if errors.Is(err, lance.ErrPhysRefMismatch) {
+		case errors.Is(err, lance.ErrPhysRefMismatch) && protocol.ProvesOtherCommit(ref, got):
 			reason = who + ": the pinned version is no longer the commit the checkpoint names (the table was recreated): give the pin up with `" + way + "`"
+		case errors.Is(err, lance.ErrPhysRefMismatch):
+			reason = who + ": the pinned version's manifest is not the one the checkpoint recorded, and nothing in it proves it another commit: restore the recorded manifest (from the backup or copy it came from)"
 		}
 		return &RefusedError{Table: t, Key: bds.PinnedManifestKey(ref), Reason: reason, Cause: err}
 	}

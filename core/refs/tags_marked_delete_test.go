@@ -20,7 +20,7 @@ func TestMarkedDeleteKeepsTagCreatedAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An interrupted delete leaves the tag marked.
-	d.failDelete = true
+	failNextDelete(d)
 	if _, err := tags.Delete(tagCtx, "m", ""); err == nil {
 		t.Fatal("the injected failure did not stop the delete")
 	}

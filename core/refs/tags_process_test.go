@@ -19,6 +19,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // Concurrency of tag writes between real OS processes: this test binary
@@ -312,20 +313,7 @@ func tagBackends() []struct {
 		{"localfs", func(t *testing.T) (string, []string) { return t.TempDir(), nil }},
 		{"s3-gofakes3", func(t *testing.T) (string, []string) {
 			e := emulator.GoFakeS3(t)
-			iso := t.TempDir()
-			env := map[string]string{"AWS_CONFIG_FILE": iso + "/config", "AWS_SHARED_CREDENTIALS_FILE": iso + "/credentials",
-				"AWS_EC2_METADATA_DISABLED": "true"}
-			for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-				env[k] = ""
-			}
-			for k, v := range e.Env() {
-				env[k] = v
-			}
-			var list []string
-			for k, v := range env {
-				t.Setenv(k, v)
-				list = append(list, k+"="+v)
-			}
+			list := testkit.IsolateAWS(t, e.Env())
 			return "s3://retain-tags/" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), list
 		}},
 	}

@@ -13,45 +13,31 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 var tagCtx = context.Background()
 
-// tagCapsDriver is memstore with declared capabilities of another store:
-// the core refuses what the declaration lacks, as it would on that store.
-// failDelete makes the next unconditional delete fail (a crash between a
-// delete's mark and its delete).
-type tagCapsDriver struct {
-	*memstore.Driver
-	edit       func(*core.Capabilities)
-	mu         sync.Mutex
-	failDelete bool
-}
-
-func (d *tagCapsDriver) Capabilities(ctx context.Context) (core.Capabilities, error) {
-	c, err := d.Driver.Capabilities(ctx)
-	if d.edit != nil {
-		d.edit(&c)
-	}
-	return c, err
-}
-
-func (d *tagCapsDriver) Delete(ctx context.Context, key string, o core.DeleteOptions) error {
-	d.mu.Lock()
-	fail := d.failDelete
-	d.failDelete = false
-	d.mu.Unlock()
-	if fail {
-		return core.Errorf("delete", key, core.ErrTransient, "injected: the process died here")
-	}
-	return d.Driver.Delete(ctx, key, o)
+// failNextDelete makes the next single delete through d fail (a crash
+// between a delete's mark and its delete).
+func failNextDelete(d *testkit.Hook) {
+	var once sync.Once
+	d.Before(func(c testkit.Call) error {
+		var err error
+		if c.Op == testkit.OpDelete {
+			once.Do(func() { err = core.Errorf("delete", c.Key, core.ErrTransient, "injected: the process died here") })
+		}
+		return err
+	})
 }
 
 // tagFake is a dataset "t.lance" with manifests of versions 1..n (V2
-// names, sizes 100+i) on a store with caps edited by edit.
-func tagFake(t *testing.T, n int, edit func(*core.Capabilities)) (*lance.Dataset, *tagCapsDriver) {
+// names, sizes 100+i) on memstore declaring the capabilities of another
+// store (caps edited by edit): the core refuses what the declaration lacks,
+// as it would on that store.
+func tagFake(t *testing.T, n int, edit func(*core.Capabilities)) (*lance.Dataset, *testkit.Hook) {
 	t.Helper()
-	d := &tagCapsDriver{Driver: memstore.New(), edit: edit}
+	d := testkit.NewHook(&testkit.Caps{Driver: memstore.New(), Edit: edit})
 	s, err := core.NewStore(tagCtx, "memory", d)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +245,7 @@ func TestTagReservedRefused(t *testing.T) {
 // Every capability level: what update and delete use, or refuse.
 func TestTagCASLevels(t *testing.T) {
 	none := core.Capability{Level: core.LevelNone, Reason: "not on this store"}
-	seed := func(t *testing.T, edit func(*core.Capabilities), o TagOptions) (*Tags, *lance.Dataset, *tagCapsDriver, TagRef) {
+	seed := func(t *testing.T, edit func(*core.Capabilities), o TagOptions) (*Tags, *lance.Dataset, *testkit.Hook, TagRef) {
 		t.Helper()
 		ds, d := tagFake(t, 2, edit)
 		tags := NewTags(ds, o)
@@ -336,7 +322,7 @@ func TestTagCASLevels(t *testing.T) {
 		if !bytes.Equal(before, tagBody(t, ds, "m")) {
 			t.Fatal("a refused delete marked the tag")
 		}
-		d.failDelete = true
+		failNextDelete(d)
 		_, err = tags.Delete(tagCtx, "m", first.Token)
 		if err == nil {
 			t.Fatal("the injected failure did not stop the delete")

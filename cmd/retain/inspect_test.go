@@ -107,7 +107,7 @@ func checkAgainstFixture(t *testing.T, rep inspectReport, fx lanceFixture) {
 		t.Errorf("problems %+v, warnings %+v", rep.Problems, rep.Warnings)
 	}
 	var names []string
-	byName := map[string]*branchReport{}
+	byName := map[string]*lance.InspectedBranch{}
 	for _, g := range rep.Branches {
 		names = append(names, g.Name)
 		byName[g.Name] = g
@@ -161,7 +161,7 @@ func checkAgainstFixture(t *testing.T, rep inspectReport, fx lanceFixture) {
 			t.Errorf("branch %s: parent %+v, Lance says %s v%d", name, g.Parent, parent, fb.ParentVersion)
 			continue
 		}
-		if !hasVersionWith(byName[parent], fb.ParentVersion, func(v *versionReport) bool { return contains(v.ForkedBy, name) }) {
+		if !hasVersionWith(byName[parent], fb.ParentVersion, func(v *lance.InspectedVersion) bool { return contains(v.ForkedBy, name) }) {
 			t.Errorf("%s v%d does not show branch %s forked from it", parent, fb.ParentVersion, name)
 		}
 		if first := g.Versions[0]; first.ForkOf == nil || *first.ForkOf != *g.Parent {
@@ -177,7 +177,7 @@ func checkAgainstFixture(t *testing.T, rep inspectReport, fx lanceFixture) {
 			t.Errorf("tag %+v, Lance says %+v", tg, ft)
 			continue
 		}
-		if !hasVersionWith(byName[tg.Branch], tg.Version, func(v *versionReport) bool { return contains(v.Tags, tg.Name) }) {
+		if !hasVersionWith(byName[tg.Branch], tg.Version, func(v *lance.InspectedVersion) bool { return contains(v.Tags, tg.Name) }) {
 			t.Errorf("tag %s is not shown on %s v%d", tg.Name, tg.Branch, tg.Version)
 		}
 	}
@@ -189,7 +189,7 @@ func checkAgainstFixture(t *testing.T, rep inspectReport, fx lanceFixture) {
 	}
 }
 
-func hasVersionWith(g *branchReport, n uint64, ok func(*versionReport) bool) bool {
+func hasVersionWith(g *lance.InspectedBranch, n uint64, ok func(*lance.InspectedVersion) bool) bool {
 	if g == nil {
 		return false
 	}

@@ -160,8 +160,8 @@ type tagListJSON struct {
 	Filter refs.Filter   `json:"filter"`
 	Tags   []refs.TagRef `json:"tags"`
 	// Hidden counts checkpoint pin tags left out (without --all).
-	Hidden   int            `json:"hidden_pins"`
-	Problems []inspectIssue `json:"problems"`
+	Hidden   int                  `json:"hidden_pins"`
+	Problems []lance.InspectIssue `json:"problems"`
 }
 
 func (a *app) tagListCmd(f *tagFlags) *cobra.Command {
@@ -196,7 +196,7 @@ in "retain tag show --json".`,
 			if lerr != nil && !errors.As(lerr, &mal) {
 				return lerr
 			}
-			out := tagListJSON{Table: args[0], Filter: fl, Tags: []refs.TagRef{}, Problems: []inspectIssue{}}
+			out := tagListJSON{Table: args[0], Filter: fl, Tags: []refs.TagRef{}, Problems: []lance.InspectIssue{}}
 			for _, tg := range tags {
 				if tg.Reserved && !all {
 					out.Hidden++
@@ -206,7 +206,7 @@ in "retain tag show --json".`,
 			}
 			if mal != nil {
 				for _, m := range mal.Files {
-					out.Problems = append(out.Problems, inspectIssue{What: "tag", Key: m.Key, Reason: m.Reason})
+					out.Problems = append(out.Problems, lance.InspectIssue{What: "tag", Key: m.Key, Reason: m.Reason})
 				}
 			}
 			if a.jsonOut {

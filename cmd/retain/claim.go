@@ -1,123 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/adapters/bundled"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
-	"github.com/retain-dev/retain/pluginproto"
 )
-
-// openStore opens the store at uri writable (through its bundled adapter,
-// out of process, or the --adapter binary) and returns its parsed location
-// too. A store that is a Lance table, or lies inside one, is refused first
-// (openStoreChecked).
-func (a *app) openStore(ctx context.Context, uri string) (*core.Store, core.Location, error) {
-	return a.openStoreChecked(ctx, uri, false)
-}
-
-// openStoreReadOnly opens the store for a command that only looks: the
-// adapter writes nothing, not even at open, and every write is refused.
-func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, core.Location, error) {
-	return a.openStoreChecked(ctx, uri, true)
-}
-
-// open is where every command opens its store (table commands directly, on
-// the table's own URI; store commands through openStoreChecked): through
-// the bundled adapter for the URI's scheme, or, with --adapter PATH
-// (RETAIN_ADAPTER), through that vendor plugin binary whatever the scheme.
-func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
-	loc, err := core.ParseLocation(uri)
-	if err != nil {
-		return nil, loc, err
-	}
-	if a.adapterPath == "" {
-		if a.adapterSHA256 != "" {
-			return nil, loc, usageError{errors.New("--adapter-sha256 (env RETAIN_ADAPTER_SHA256) is the digest of an --adapter binary, and no --adapter (env RETAIN_ADAPTER) was given")}
-		}
-		open := bundled.Open
-		if readOnly {
-			open = bundled.OpenReadOnly
-		}
-		s, err := open(ctx, uri, a.logger())
-		return s, loc, err
-	}
-	s, err := a.openVendor(ctx, uri, loc, readOnly)
-	return s, loc, err
-}
-
-// openVendor launches the --adapter binary as a plugin on loc, the way
-// `conformance run --adapter PATH --sha256 D` does (pluginproto.Launch),
-// and wraps it as a portable Store. Read-only opens pass Location.ReadOnly
-// to the plugin, as bundled.OpenReadOnly does.
-func (a *app) openVendor(ctx context.Context, uri string, loc core.Location, readOnly bool) (*core.Store, error) {
-	path, logger := a.adapterPath, a.logger()
-	name := filepath.Base(path)
-	if a.adapterSHA256 == "" {
-		logger.Warn("running the adapter binary without a digest check: pass --adapter-sha256 (env RETAIN_ADAPTER_SHA256) with the digest its vendor published",
-			"adapter", path)
-	}
-	loc.ReadOnly = readOnly
-	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{
-		Adapter: name, Path: path, SHA256: a.adapterSHA256, Location: loc, Logger: logger,
-	})
-	if err != nil {
-		return nil, vendorOpenError(uri, path, err)
-	}
-	s, err := core.NewStore(ctx, name, c)
-	if err != nil {
-		c.Close()
-		return nil, vendorOpenError(uri, path, fmt.Errorf("adapter %s: %w", name, err))
-	}
-	return s, nil
-}
-
-// vendorOpenError explains an --adapter binary that could not open the
-// store. A binary that cannot serve at all (missing, wrong digest, not a
-// retain storage plugin, another protocol version, crashed) is a setup
-// error, exit 2, with the next step; the adapter's own refusal to open the
-// store (not found, permission denied, …) passes through as from a bundled
-// adapter.
-func vendorOpenError(uri, path string, err error) error {
-	var ce *core.Error
-	launch := errors.As(err, &ce) && ce.Op == "launch"
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		(!launch && !errors.Is(err, core.ErrUnavailable)) {
-		return err
-	}
-	next := "check that --adapter (env RETAIN_ADAPTER) names the vendor's plugin binary; run with --log-level debug to see the plugin's own output"
-	switch {
-	case errors.Is(err, core.ErrPermissionDenied):
-		next = fmt.Sprintf("give --adapter-sha256 (env RETAIN_ADAPTER_SHA256) the digest the vendor published for this release, and compare it with `sha256sum %s`", path)
-	case errors.Is(err, core.ErrInvalidArgument):
-		next = "check the path given to --adapter (env RETAIN_ADAPTER) and that --adapter-sha256 is 64 hex digits"
-	case errors.Is(err, core.ErrUnsupported):
-		next = "install a build of the adapter for this retain's plugin protocol version (`retain version`)"
-	case errors.Is(err, core.ErrUnavailable) && !launch:
-		next = "the plugin started but exited while opening the store: run with --log-level debug to see its output, and report it to the adapter's vendor"
-	case errors.Is(err, core.ErrUnavailable):
-		next = "a retain adapter binary is a program whose main calls pluginproto.Serve (docs/adapters.md); run with --log-level debug to see its output"
-	}
-	return &adapterSetupError{cause: err, msg: fmt.Sprintf(
-		"cannot open %s through adapter binary %s: %v\nnext: %s", uri, path, err, next)}
-}
-
-// adapterSetupError is a usage or setup error (exit 2) that still matches
-// its cause: errors.Is(err, core.ErrUnavailable) holds through it.
-type adapterSetupError struct {
-	msg   string
-	cause error
-}
-
-func (e *adapterSetupError) Error() string   { return e.msg }
-func (e *adapterSetupError) Unwrap() []error { return []error{usageError{e.cause}, e.cause} }
 
 // claimStatus is the JSON of `retain claim status`.
 type claimStatus struct {

@@ -128,48 +128,6 @@ func remoteStoreMisuse(ctx context.Context, uri string, loc core.Location, s *co
 	return tableNotStore(uri, uri, name, store.String(), "it has _versions/", false)
 }
 
-// openStoreChecked is how every command that takes a STORE opens it: a
-// store that is a Lance table, or lies inside one, is refused before the
-// adapter writes anything. Commands that take a TABLE-URI open with a.open.
-func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
-	loc, err := core.ParseLocation(uri)
-	if err != nil {
-		return nil, loc, err
-	}
-	remote := loc.Scheme != "file"
-	if remote {
-		err = remoteNameMisuse(uri, loc)
-	} else {
-		err = localStoreMisuse(uri, loc.Path)
-	}
-	if err != nil {
-		return nil, loc, err
-	}
-	if remote && !readOnly {
-		// A writable open may probe (write) at the root: look first
-		// through a read-only open, which writes nothing.
-		ro, _, err := a.open(ctx, uri, true)
-		if err == nil {
-			err = remoteStoreMisuse(ctx, uri, loc, ro)
-			ro.Close()
-			if err != nil {
-				return nil, loc, err
-			}
-		}
-	}
-	s, loc, err := a.open(ctx, uri, readOnly)
-	if err != nil {
-		return nil, loc, err
-	}
-	if remote && readOnly {
-		if err := remoteStoreMisuse(ctx, uri, loc, s); err != nil {
-			s.Close()
-			return nil, loc, err
-		}
-	}
-	return s, loc, nil
-}
-
 // noTablesNote is printed instead of an empty listing for a store with no
 // Lance tables, which is most often a mistyped STORE.
 func (a *app) noTablesNote(store string) {

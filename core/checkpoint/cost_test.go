@@ -14,6 +14,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // The history-flat gate: list, show and lookup cost the same requests and
@@ -195,7 +196,7 @@ func TestHistoryFlatCostUnorderedStore(t *testing.T) {
 	depths := []int{10, 1000, 10000}
 	var got []opCosts
 	for _, depth := range depths {
-		m := newMeter(t, &capsDriver{Driver: memstore.New(), mod: func(c *core.Capabilities) { c.OrderedList = false }})
+		m := newMeter(t, &testkit.Caps{Driver: memstore.New(), Edit: func(c *core.Capabilities) { c.OrderedList = false }})
 		if depth <= 1000 {
 			buildByCommits(t, m.store, depth)
 		} else {

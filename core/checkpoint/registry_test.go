@@ -13,20 +13,8 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// capsDriver changes what a driver declares, to exercise the paths of
-// stores without ordered listing or list-after-write.
-type capsDriver struct {
-	core.Driver
-	mod func(*core.Capabilities)
-}
-
-func (c *capsDriver) Capabilities(ctx context.Context) (core.Capabilities, error) {
-	caps, err := c.Driver.Capabilities(ctx)
-	c.mod(&caps)
-	return caps, err
-}
 
 // bytesDriver counts the body bytes read through Get and the objects
 // returned by List.
@@ -243,7 +231,7 @@ func commitNoop(t testing.TB, reg *Registry, n int) {
 // full listing only when the hint is missing, unreadable or ahead.
 func TestUnorderedStoreUsesTheHint(t *testing.T) {
 	mem := memstore.New()
-	m := newMeter(t, &capsDriver{Driver: mem, mod: func(c *core.Capabilities) { c.OrderedList = false }})
+	m := newMeter(t, &testkit.Caps{Driver: mem, Edit: func(c *core.Capabilities) { c.OrderedList = false }})
 	reg := Open(m.store, Options{})
 	commitNoop(t, reg, 5)
 	c := m.measure(t, func() error { v, _, err := reg.Head(bg); return expectV(v, 5, err) })
@@ -310,7 +298,7 @@ func expectV(got, want Version, err error) error {
 // probing forward.
 func TestNoListAfterWriteProbes(t *testing.T) {
 	mem := memstore.New()
-	m := newMeter(t, &capsDriver{Driver: mem, mod: func(c *core.Capabilities) { c.ListAfterWrite = false }})
+	m := newMeter(t, &testkit.Caps{Driver: mem, Edit: func(c *core.Capabilities) { c.ListAfterWrite = false }})
 	reg := Open(m.store, Options{})
 	commitNoop(t, reg, 3)
 	c := m.measure(t, func() error { v, _, err := reg.Head(bg); return expectV(v, 3, err) })
@@ -320,7 +308,7 @@ func TestNoListAfterWriteProbes(t *testing.T) {
 }
 
 func TestCommitNeedsCreateIfAbsentReachingTheScope(t *testing.T) {
-	host := &capsDriver{Driver: memstore.New(), mod: func(c *core.Capabilities) {
+	host := &testkit.Caps{Driver: memstore.New(), Edit: func(c *core.Capabilities) {
 		c.CreateIfAbsent = core.Capability{Level: core.LevelGated, Gate: "g", Scope: core.ScopeHost}
 	}}
 	s, err := core.NewStore(bg, "host-only", host)

@@ -1,9 +1,7 @@
 package maintenance
 
 import (
-	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +11,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // TestLiveCLIRunIsAClaimWait: while `retain cleanup run`
@@ -57,34 +56,35 @@ func TestLiveCLIRunIsAClaimWait(t *testing.T) {
 // a transient error (a lost response); the next reads of the claim fail
 // transiently too (the same outage).
 type lostClaim struct {
-	core.Driver
 	mu        sync.Mutex
 	lost      bool
 	failReads int
 }
 
-func (d *lostClaim) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	info, err := d.Driver.Put(ctx, key, body, opts)
+func (d *lostClaim) after(c testkit.Call, err error) error {
+	if c.Op != testkit.OpPut || c.Key != claim.Key || err != nil {
+		return err
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if key == claim.Key && err == nil && !d.lost {
+	if !d.lost {
 		d.lost, d.failReads = true, 3
-		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "injected: response lost")
+		return core.Errorf("put", c.Key, core.ErrTransient, "injected: response lost")
 	}
-	return info, err
+	return nil
 }
 
-func (d *lostClaim) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *lostClaim) before(c testkit.Call) error {
+	if c.Op != testkit.OpGet || c.Key != claim.Key {
+		return nil
+	}
 	d.mu.Lock()
-	fail := key == claim.Key && d.failReads > 0
-	if fail {
+	defer d.mu.Unlock()
+	if d.failReads > 0 {
 		d.failReads--
+		return core.Errorf("get", c.Key, core.ErrTransient, "injected: outage")
 	}
-	d.mu.Unlock()
-	if fail {
-		return nil, core.Errorf("get", key, core.ErrTransient, "injected: outage")
-	}
-	return d.Driver.Get(ctx, key)
+	return nil
 }
 
 // TestLostClaimResponseDoesNotWedge: a claim create whose response is
@@ -103,7 +103,8 @@ func TestLostClaimResponseDoesNotWedge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(bg, "localfs", &lostClaim{Driver: drv})
+	lc := &lostClaim{}
+	s, err := core.NewStore(bg, "localfs", testkit.NewHook(drv).Before(lc.before).After(lc.after))
 	if err != nil {
 		t.Fatal(err)
 	}

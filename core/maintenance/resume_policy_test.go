@@ -1,30 +1,14 @@
 package maintenance
 
 import (
-	"context"
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// failDeletes fails every delete under prefix.
-type failDeletes struct {
-	core.Driver
-	prefix string
-}
-
-func (d failDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	for _, k := range keys {
-		if strings.HasPrefix(k, d.prefix) {
-			return nil, errors.New("injected delete failure")
-		}
-	}
-	return d.Driver.DeleteMany(ctx, keys)
-}
 
 // TestOnlineDaemonRefusesOutagePlan: an online daemon (writers may
 // commit, so it needs older_than >= 1h) resumes whatever run is open,
@@ -38,7 +22,7 @@ func TestOnlineDaemonRefusesOutagePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failing, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	failing, err := core.NewStore(bg, "localfs", &testkit.Fail{Driver: drv, Kind: core.ErrUnknown, Deletes: testkit.Prefix("branch-tag.lance/")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func incompleteRun(t *testing.T, dir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	s, err := core.NewStore(bg, "localfs", failDeletes(drv, "branch-tag.lance/"))
 	if err != nil {
 		t.Fatal(err)
 	}

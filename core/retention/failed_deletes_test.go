@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // The transaction files deletes.lance's removed versions v1, v2 and v4
@@ -113,7 +114,7 @@ func TestRunFailedDeletesAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(bg, "localfs", failDataDeletes{Driver: drv, prefix: "deletes.lance/_transactions/"})
+	s, err := core.NewStore(bg, "localfs", &testkit.Fail{Driver: drv, Kind: core.ErrPermissionDenied, Deletes: testkit.Prefix("deletes.lance/_transactions/"), PerKey: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // Gates on the delete path (issue 8). Each test fails when only its gate
@@ -95,12 +96,22 @@ func TestGateInFlightFiles(t *testing.T) {
 }
 
 // claimWatch fails the test if an object other than the claim is deleted
-// while the claim is not held by a cleanup.
+// while the claim is not held by a cleanup; it reads the claim through d.
 type claimWatch struct {
-	core.Driver
+	d          core.Driver
 	mu         sync.Mutex
 	violations []string
 	deletes    int
+}
+
+func (w *claimWatch) before(c testkit.Call) error {
+	switch c.Op {
+	case testkit.OpDelete:
+		w.check(bg, c.Key)
+	case testkit.OpDeleteMany:
+		w.check(bg, c.Keys...)
+	}
+	return nil
 }
 
 func (w *claimWatch) check(ctx context.Context, keys ...string) {
@@ -113,7 +124,7 @@ func (w *claimWatch) check(ctx context.Context, keys ...string) {
 	if len(data) == 0 {
 		return
 	}
-	r, err := w.Driver.Get(ctx, claim.Key)
+	r, err := w.d.Get(ctx, claim.Key)
 	held := err == nil
 	if held {
 		b, _ := io.ReadAll(r)
@@ -128,16 +139,6 @@ func (w *claimWatch) check(ctx context.Context, keys ...string) {
 	}
 }
 
-func (w *claimWatch) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
-	w.check(ctx, key)
-	return w.Driver.Delete(ctx, key, opts)
-}
-
-func (w *claimWatch) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	w.check(ctx, keys...)
-	return w.Driver.DeleteMany(ctx, keys)
-}
-
 // The retention claim is held around every removal.
 func TestGateClaimAroundRemovals(t *testing.T) {
 	dir, _ := setup(t)
@@ -145,8 +146,8 @@ func TestGateClaimAroundRemovals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &claimWatch{Driver: drv}
-	s, err := core.NewStore(bg, "localfs", w)
+	w := &claimWatch{d: drv}
+	s, err := core.NewStore(bg, "localfs", testkit.NewHook(drv).Before(w.before))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -10,20 +9,8 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// manifestGets counts reads of Lance manifests.
-type manifestGets struct {
-	core.Driver
-	n atomic.Int64
-}
-
-func (m *manifestGets) Get(ctx context.Context, key string) (*core.Reader, error) {
-	if strings.Contains(key, "/_versions/") && strings.HasSuffix(key, ".manifest") {
-		m.n.Add(1)
-	}
-	return m.Driver.Get(ctx, key)
-}
 
 // Checkpoints pinning the same versions cost the preview's pin check one
 // manifest read per distinct version, not one per checkpoint. Before,
@@ -35,7 +22,13 @@ func TestPreviewPinChecksPerDistinctVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cnt := &manifestGets{Driver: d}
+		var n atomic.Int64 // reads of Lance manifests
+		cnt := testkit.NewHook(d).Before(func(c testkit.Call) error {
+			if c.Op == testkit.OpGet && strings.Contains(c.Key, "/_versions/") && strings.HasSuffix(c.Key, ".manifest") {
+				n.Add(1)
+			}
+			return nil
+		})
 		s, err := core.NewStore(bg, "localfs", cnt)
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +37,7 @@ func TestPreviewPinChecksPerDistinctVersion(t *testing.T) {
 		if _, err := Preview(bg, s, Policy{KeepLast: 1}); err != nil {
 			t.Fatal(err)
 		}
-		return cnt.n.Load()
+		return n.Load()
 	}
 	one := measure()
 	s := open(t, dir, false)

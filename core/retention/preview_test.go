@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 var bg = context.Background()
@@ -36,25 +36,21 @@ func copyFixtures(t *testing.T, dir string, names ...string) {
 	}
 }
 
-// readOnly fails the test on any write through it.
-type readOnly struct {
-	core.Driver
-	t *testing.T
-}
-
-func (d readOnly) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	d.t.Errorf("preview wrote %q", key)
-	return core.Info{}, errors.New("read-only")
-}
-
-func (d readOnly) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
-	d.t.Errorf("preview deleted %q", key)
-	return errors.New("read-only")
-}
-
-func (d readOnly) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	d.t.Errorf("preview deleted %q", keys)
-	return nil, errors.New("read-only")
+// readOnly fails the test on any write through d.
+func readOnly(t *testing.T, d core.Driver) core.Driver {
+	return testkit.NewHook(d).Before(func(c testkit.Call) error {
+		switch c.Op {
+		case testkit.OpPut:
+			t.Errorf("preview wrote %q", c.Key)
+		case testkit.OpDelete:
+			t.Errorf("preview deleted %q", c.Key)
+		case testkit.OpDeleteMany:
+			t.Errorf("preview deleted %q", c.Keys)
+		default:
+			return nil
+		}
+		return errors.New("read-only")
+	})
 }
 
 func open(t *testing.T, dir string, ro bool) *core.Store {
@@ -65,7 +61,7 @@ func open(t *testing.T, dir string, ro bool) *core.Store {
 	}
 	var drv core.Driver = d
 	if ro {
-		drv = readOnly{Driver: d, t: t}
+		drv = readOnly(t, d)
 	}
 	s, err := core.NewStore(bg, "localfs", drv)
 	if err != nil {

@@ -1,30 +1,14 @@
 package retention
 
 import (
-	"context"
 	"errors"
-	"io"
-	"sync"
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/internal/testkit"
 )
-
-// hookDriver runs hook once, before the first Put of the claim object.
-type hookDriver struct {
-	core.Driver
-	once sync.Once
-	hook func()
-}
-
-func (d *hookDriver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	if key == claim.Key {
-		d.once.Do(d.hook)
-	}
-	return d.Driver.Put(ctx, key, body, opts)
-}
 
 // TestResumeIgnoresStateUnderClaim: Resume checks the journal's state
 // before it takes the claim, re-reads the journal under the claim, and does
@@ -38,7 +22,7 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failing, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	failing, err := core.NewStore(bg, "localfs", failDeletes(drv, "branch-tag.lance/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +38,12 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hd := &hookDriver{Driver: drv2}
-	hd.hook = func() {
+	// Another process abandons the run just before Resume takes the claim.
+	hd := testkit.NewHook(drv2).Before(testkit.Once(testkit.PutOf(claim.Key), func() {
 		if _, err := Abandon(bg, other, loc(dir), op, ResumeOptions{}); err != nil {
 			t.Errorf("abandon: %v", err)
 		}
-	}
+	}))
 	hooked, err := core.NewStore(bg, "localfs", hd)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package retention
 
 import (
-	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,15 +12,15 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/internal/testkit"
 	"os/exec"
 )
 
-// review2Drv: the first create of the claim object lands but its response
-// is lost, and the next failReads reads of the claim fail (the outage
-// outlasts every read-back); failClaimDelete fails deletes of the claim
-// (a process that dies holding it); deletes under failPrefix fail.
-type review2Drv struct {
-	core.Driver
+// claimOutage: the first create of the claim object lands but its
+// response is lost, and the next failReads reads of the claim fail (the
+// outage outlasts every read-back); failClaimDelete fails deletes of the
+// claim (a process that dies holding it); deletes under failPrefix fail.
+type claimOutage struct {
 	mu              sync.Mutex
 	lost            bool
 	failReads       int
@@ -30,47 +28,50 @@ type review2Drv struct {
 	failPrefix      string
 }
 
-func (d *review2Drv) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	info, err := d.Driver.Put(ctx, key, body, opts)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if key == claim.Key && err == nil && !d.lost {
-		d.lost, d.failReads = true, 10
-		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "injected: response lost")
+// store opens a store on d with the outage injected.
+func (o *claimOutage) store(t *testing.T, d core.Driver) *core.Store {
+	s, err := core.NewStore(bg, "localfs", testkit.NewHook(d).Before(o.before).After(o.after))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return info, err
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
-func (d *review2Drv) Get(ctx context.Context, key string) (*core.Reader, error) {
-	d.mu.Lock()
-	fail := key == claim.Key && d.failReads > 0
-	if fail {
-		d.failReads--
-	}
-	d.mu.Unlock()
-	if fail {
-		return nil, core.Errorf("get", key, core.ErrTransient, "injected: outage")
-	}
-	return d.Driver.Get(ctx, key)
-}
-
-func (d *review2Drv) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
-	d.mu.Lock()
-	fail := (key == claim.Key && d.failClaimDelete) || (d.failPrefix != "" && strings.HasPrefix(key, d.failPrefix))
-	d.mu.Unlock()
-	if fail {
-		return core.Errorf("delete", key, core.ErrTransient, "injected: delete fails")
-	}
-	return d.Driver.Delete(ctx, key, opts)
-}
-
-func (d *review2Drv) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	for _, k := range keys {
-		if d.failPrefix != "" && strings.HasPrefix(k, d.failPrefix) {
-			return nil, errors.New("injected delete failure")
+func (o *claimOutage) before(c testkit.Call) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch c.Op {
+	case testkit.OpGet:
+		if c.Key == claim.Key && o.failReads > 0 {
+			o.failReads--
+			return core.Errorf("get", c.Key, core.ErrTransient, "injected: outage")
+		}
+	case testkit.OpDelete:
+		if (c.Key == claim.Key && o.failClaimDelete) || (o.failPrefix != "" && strings.HasPrefix(c.Key, o.failPrefix)) {
+			return core.Errorf("delete", c.Key, core.ErrTransient, "injected: delete fails")
+		}
+	case testkit.OpDeleteMany:
+		for _, k := range c.Keys {
+			if o.failPrefix != "" && strings.HasPrefix(k, o.failPrefix) {
+				return errors.New("injected delete failure")
+			}
 		}
 	}
-	return d.Driver.DeleteMany(ctx, keys)
+	return nil
+}
+
+func (o *claimOutage) after(c testkit.Call, err error) error {
+	if c.Op != testkit.OpPut || c.Key != claim.Key || err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.lost {
+		o.lost, o.failReads = true, 10
+		return core.Errorf("put", c.Key, core.ErrTransient, "injected: response lost")
+	}
+	return nil
 }
 
 func deadPID(t *testing.T) int {
@@ -95,12 +96,8 @@ func TestAdoptedClaimNamesItsRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := &review2Drv{Driver: drv}
-	s, err := core.NewStore(bg, "localfs", rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	rd := &claimOutage{}
+	s := rd.store(t, drv)
 	// 1. A run whose claim create lands with its response lost.
 	_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-first"})
 	if err == nil {
@@ -152,12 +149,8 @@ func TestResumeAfterOwnerDeath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rd := &review2Drv{Driver: drv, lost: true, failClaimDelete: true, failPrefix: "branch-tag.lance/"}
-	s, err := core.NewStore(bg, "localfs", rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	rd := &claimOutage{lost: true, failClaimDelete: true, failPrefix: "branch-tag.lance/"}
+	s := rd.store(t, drv)
 	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
 	if !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("want an incomplete run, got %v", err)

@@ -1,9 +1,7 @@
 package retention
 
 import (
-	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func loc(dir string) core.Location { return core.Location{Scheme: "file", Path: dir} }
@@ -126,28 +125,10 @@ func TestRunKeepsSparsePin(t *testing.T) {
 	}
 }
 
-// failDeletes fails every delete under prefix.
-type failDeletes struct {
-	core.Driver
-	prefix string
-}
-
-var errInjected = errors.New("injected delete failure")
-
-func (d failDeletes) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
-	if strings.HasPrefix(key, d.prefix) {
-		return errInjected
-	}
-	return d.Driver.Delete(ctx, key, opts)
-}
-
-func (d failDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	for _, k := range keys {
-		if strings.HasPrefix(k, d.prefix) {
-			return nil, errInjected
-		}
-	}
-	return d.Driver.DeleteMany(ctx, keys)
+// failDeletes fails every delete under prefix with an error the driver
+// could not classify.
+func failDeletes(d core.Driver, prefix string) core.Driver {
+	return &testkit.Fail{Driver: d, Kind: core.ErrUnknown, Deletes: testkit.Prefix(prefix)}
 }
 
 // TestRunIsolatesTableFailure: deletes failing in one table fail that
@@ -158,7 +139,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(bg, "localfs", failDeletes{Driver: drv, prefix: "branch-tag.lance/"})
+	s, err := core.NewStore(bg, "localfs", failDeletes(drv, "branch-tag.lance/"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +155,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	for _, tr := range rep.Tables {
 		switch tr.Table {
 		case "branch-tag.lance":
-			if !errors.Is(tr.Err(), errInjected) || !strings.Contains(tr.Error, "injected") || tr.FilesDeleted != 0 {
+			if !errors.Is(tr.Err(), testkit.ErrInjected) || !strings.Contains(tr.Error, "injected") || tr.FilesDeleted != 0 {
 				t.Fatalf("branch-tag: %+v", tr)
 			}
 		case "deletes.lance":
@@ -376,16 +357,6 @@ func TestRunAudit(t *testing.T) {
 	}
 }
 
-// failAudit refuses writes of audit lines.
-type failAudit struct{ core.Driver }
-
-func (d failAudit) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	if strings.HasPrefix(key, AuditPrefix) {
-		return core.Info{}, core.Errorf("put", key, core.ErrPermissionDenied, "injected: audit log not writable")
-	}
-	return d.Driver.Put(ctx, key, body, opts)
-}
-
 // TestRunNoAuditNoDeletion: the audit gate. When the "removing" line
 // cannot be written, the table is not touched.
 func TestRunNoAuditNoDeletion(t *testing.T) {
@@ -394,7 +365,7 @@ func TestRunNoAuditNoDeletion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(bg, "localfs", failAudit{drv})
+	s, err := core.NewStore(bg, "localfs", &testkit.Fail{Driver: drv, Kind: core.ErrPermissionDenied, Puts: testkit.Prefix(AuditPrefix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,32 +378,6 @@ func TestRunNoAuditNoDeletion(t *testing.T) {
 	if after := tableFiles(t, dir); strings.Join(after, "\n") != strings.Join(before, "\n") {
 		t.Fatal("deleted without an audit line")
 	}
-}
-
-// failDataDeletes fails, key by key, the deletes of one folder.
-type failDataDeletes struct {
-	core.Driver
-	prefix string
-}
-
-func (d failDataDeletes) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	var pass []string
-	out := make([]core.DeleteResult, len(keys))
-	idx := map[string]int{}
-	for i, k := range keys {
-		out[i].Key = k
-		if strings.HasPrefix(k, d.prefix) {
-			out[i].Err = core.Errorf("delete", k, core.ErrPermissionDenied, "injected: undeletable")
-			continue
-		}
-		idx[k] = i
-		pass = append(pass, k)
-	}
-	res, err := d.Driver.DeleteMany(ctx, pass)
-	for _, r := range res {
-		out[idx[r.Key]] = r
-	}
-	return out, err
 }
 
 // TestReleaseReportsLostClaim: a claim already gone at the first release

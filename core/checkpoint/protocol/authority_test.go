@@ -2,10 +2,8 @@ package protocol
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -16,6 +14,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // authorityStore builds the store every damage case starts from: a
@@ -509,16 +508,11 @@ func TestRecoverAgainAfterItsRecordWasLost(t *testing.T) {
 
 // lostCommitAnswer lands every registry version put, then answers it
 // with a transient error: the commit happened, its caller cannot know.
-type lostCommitAnswer struct {
-	core.Driver
-}
-
-func (d lostCommitAnswer) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	info, err := d.Driver.Put(ctx, key, body, opts)
-	if err == nil && strings.HasPrefix(key, checkpoint.VersionsPrefix) {
-		return core.Info{}, core.Errorf("put", key, core.ErrTransient, "connection reset (the put landed)")
+func lostCommitAnswer(c testkit.Call, err error) error {
+	if err == nil && c.Op == testkit.OpPut && strings.HasPrefix(c.Key, checkpoint.VersionsPrefix) {
+		return core.Errorf("put", c.Key, core.ErrTransient, "connection reset (the put landed)")
 	}
-	return info, err
+	return err
 }
 
 // TestLostCommitAnswersKeepTheHeadRecord: creates whose commit answers are
@@ -526,7 +520,7 @@ func (d lostCommitAnswer) Put(ctx context.Context, key string, body io.Reader, o
 // a row do not leave a head Head must refuse.
 func TestLostCommitAnswersKeepTheHeadRecord(t *testing.T) {
 	mem := memstore.New()
-	s, err := core.NewStore(bg, "memstore", lostCommitAnswer{Driver: mem})
+	s, err := core.NewStore(bg, "memstore", testkit.NewHook(mem).After(lostCommitAnswer))
 	if err != nil {
 		t.Fatal(err)
 	}

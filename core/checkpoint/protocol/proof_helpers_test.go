@@ -29,6 +29,7 @@ import (
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // proofTables are the fixtures every proof store holds, with the row count
@@ -57,17 +58,7 @@ func newProofEnv(t *testing.T, kind string) *proofEnv {
 		return pe
 	}
 	pe.e = emulator.Versitygw(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "")
-		os.Unsetenv(k) // restored by t.Setenv's cleanup
-	}
-	for k, v := range pe.e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, pe.e.Env())
 	pe.bucket = "proof"
 	c := awss3.New(awss3.Options{Region: pe.e.Region, BaseEndpoint: aws.String(pe.e.Endpoint), UsePathStyle: true,
 		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -188,17 +189,13 @@ func TestStoreRefusesShortBody(t *testing.T) {
 	}
 }
 
-// noneAdapter declares every conditional operation none.
-type noneAdapter struct{ core.Driver }
-
-func (noneAdapter) Capabilities(context.Context) (core.Capabilities, error) {
-	return core.Capabilities{}, nil
-}
+// declareNone declares every conditional operation none.
+func declareNone(c *core.Capabilities) { *c = core.Capabilities{} }
 
 func TestStoreRefusesUndeclaredModes(t *testing.T) {
 	ctx := context.Background()
 	mem := memstore.New()
-	s, _ := core.NewStore(ctx, "none", noneAdapter{mem})
+	s, _ := core.NewStore(ctx, "none", &testkit.Caps{Driver: mem, Edit: declareNone})
 	_, err := s.PutBytes(ctx, "k", []byte("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
 	if !errors.Is(err, core.ErrUnsupported) {
 		t.Fatalf("create-if-absent on none: %v", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func newStore(t *testing.T) *core.Store {
@@ -162,17 +162,11 @@ func TestCorruptClaimStaysHeld(t *testing.T) {
 	}
 }
 
-type noCreate struct{ core.Driver }
-
-func (n noCreate) Capabilities(ctx context.Context) (core.Capabilities, error) {
-	c, err := n.Driver.Capabilities(ctx)
-	c.CreateIfAbsent = core.Capability{Level: core.LevelGated, Gate: "g", Scope: core.ScopeHost}
-	return c, err
-}
-
 func TestAcquireRefusesNarrowCreate(t *testing.T) {
 	ctx := context.Background()
-	s, _ := core.NewStore(ctx, "narrow", noCreate{memstore.New()})
+	s, _ := core.NewStore(ctx, "narrow", &testkit.Caps{Driver: memstore.New(), Edit: func(c *core.Capabilities) {
+		c.CreateIfAbsent = core.Capability{Level: core.LevelGated, Gate: "g", Scope: core.ScopeHost}
+	}})
 	_, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Scope: core.ScopeGlobal})
 	if !errors.Is(err, core.ErrUnsupported) || !strings.Contains(err.Error(), "create-if-absent") {
 		t.Fatalf("global store on host-gated create: %v", err)
@@ -203,19 +197,16 @@ func TestClaimCycleRequests(t *testing.T) {
 	}
 }
 
-type noCondDelete struct{ core.Driver }
-
-func (n noCondDelete) Capabilities(ctx context.Context) (core.Capabilities, error) {
-	c, err := n.Driver.Capabilities(ctx)
-	c.DeleteIfVersion = core.Capability{Reason: "test"}
-	return c, err
+// noCondDelete declares d without conditional delete.
+func noCondDelete(d core.Driver) core.Driver {
+	return &testkit.Caps{Driver: d, Edit: func(c *core.Capabilities) { c.DeleteIfVersion = core.Capability{Reason: "test"} }}
 }
 
 // Without conditional delete, release re-reads and checks before deleting:
 // a stale handle is still refused.
 func TestReleaseWithoutConditionalDelete(t *testing.T) {
 	ctx := context.Background()
-	c := core.NewCounting(noCondDelete{memstore.New()})
+	c := core.NewCounting(noCondDelete(memstore.New()))
 	s, _ := core.NewStore(ctx, "nocond", c)
 	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup"})
 	if err != nil {
@@ -237,13 +228,11 @@ func TestReleaseWithoutConditionalDelete(t *testing.T) {
 }
 
 // lostPut applies puts of the claim, then loses the response.
-type lostPut struct{ core.Driver }
-
-func (d lostPut) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	if _, err := d.Driver.Put(ctx, key, body, opts); err != nil {
-		return core.Info{}, err
+func lostPut(c testkit.Call, err error) error {
+	if c.Op == testkit.OpPut && err == nil {
+		return core.Errorf("put", c.Key, core.ErrTransient, "timed out waiting for the response")
 	}
-	return core.Info{}, core.Errorf("put", key, core.ErrTransient, "timed out waiting for the response")
+	return err
 }
 
 // TestAcquireLostResponse: a create whose response was lost is recognised
@@ -252,7 +241,7 @@ func (d lostPut) Put(ctx context.Context, key string, body io.Reader, opts core.
 func TestAcquireLostResponse(t *testing.T) {
 	ctx := context.Background()
 	mem := memstore.New()
-	s, err := core.NewStore(ctx, "mem", lostPut{mem})
+	s, err := core.NewStore(ctx, "mem", testkit.NewHook(mem).After(lostPut))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func TestUnreadableTakeoverRefusesReadableClaim(t *testing.T) {
 }
 
 func noCondDeleteStore(t *testing.T) *core.Store {
-	s, err := core.NewStore(context.Background(), "nocond", noCondDelete{memstore.New()})
+	s, err := core.NewStore(context.Background(), "nocond", noCondDelete(memstore.New()))
 	if err != nil {
 		t.Fatal(err)
 	}

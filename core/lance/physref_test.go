@@ -16,6 +16,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func mustPhysRef(t *testing.T, d *Dataset, n uint64) PhysRef {
@@ -160,19 +161,7 @@ func TestPhysRefABA(t *testing.T) {
 func useS3Emulator(t *testing.T) *emulator.S3 {
 	t.Helper()
 	e := emulator.GoFakeS3(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		// Unset, not empty: Lance's object_store takes an empty AWS_*
-		// variable as a value (an empty endpoint URL panics in it).
-		t.Setenv(k, "") // restores the old value after the test
-		os.Unsetenv(k)
-	}
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	return e
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/retain-dev/retain/adapters/s3"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // refS3Store opens the s3 adapter on gofakes3 (in this process), with the
@@ -15,16 +16,7 @@ import (
 func refS3Store(t *testing.T, uri string) *core.Store {
 	t.Helper()
 	e := emulator.GoFakeS3(t)
-	iso := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", iso+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", iso+"/credentials")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "")
-	}
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
 		t.Fatal(err)

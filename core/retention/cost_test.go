@@ -2,10 +2,8 @@ package retention
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -23,6 +21,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // The depth-flat gate of cleanup planning (issue 7, section 6): with 3
@@ -228,58 +227,29 @@ type request struct {
 	op, key, after string // after: a listing's StartAfter
 }
 
-// recorder records every request; it is safe for the concurrent manifest
-// reads of lance.PlanCleanup.
+// recorder records every request a Hook sees; it is safe for the
+// concurrent manifest reads of lance.PlanCleanup.
 type recorder struct {
-	core.Driver
 	mu   sync.Mutex
 	reqs []request
 }
 
-func (r *recorder) add(op, key, after string) {
+func (r *recorder) note(c testkit.Call) error {
+	q := request{op: string(c.Op), key: c.Key}
+	switch c.Op {
+	case testkit.OpDeleteMany:
+		q.key = strings.Join(c.Keys, ",")
+	case testkit.OpList:
+		q.after = c.List.StartAfter
+	case testkit.OpGate:
+		q.op = "gate"
+	case testkit.OpRelease:
+		q.op, q.key = "gate", ""
+	}
 	r.mu.Lock()
-	r.reqs = append(r.reqs, request{op, key, after})
+	r.reqs = append(r.reqs, q)
 	r.mu.Unlock()
-}
-
-func (r *recorder) Get(ctx context.Context, key string) (*core.Reader, error) {
-	r.add("get", key, "")
-	return r.Driver.Get(ctx, key)
-}
-
-func (r *recorder) Stat(ctx context.Context, key string) (core.Info, error) {
-	r.add("stat", key, "")
-	return r.Driver.Stat(ctx, key)
-}
-
-func (r *recorder) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	r.add("put", key, "")
-	return r.Driver.Put(ctx, key, body, opts)
-}
-
-func (r *recorder) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
-	r.add("delete", key, "")
-	return r.Driver.Delete(ctx, key, opts)
-}
-
-func (r *recorder) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	r.add("delete-many", strings.Join(keys, ","), "")
-	return r.Driver.DeleteMany(ctx, keys)
-}
-
-func (r *recorder) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
-	r.add("list", opts.Prefix, opts.StartAfter)
-	return r.Driver.List(ctx, opts)
-}
-
-func (r *recorder) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
-	r.add("gate", name, "")
-	return r.Driver.AcquireGate(ctx, name)
-}
-
-func (r *recorder) ReleaseGate(ctx context.Context, l core.GateLease) error {
-	r.add("gate", "", "")
-	return r.Driver.ReleaseGate(ctx, l)
+	return nil
 }
 
 // measured is one measured call: its requests, counted by core.Counting
@@ -293,8 +263,8 @@ type measured struct {
 // counted and recorded.
 func measure(t testing.TB, be costBackend, fn func(*core.Store) error) measured {
 	t.Helper()
-	rec := &recorder{Driver: be.reader(t)}
-	cnt := core.NewCounting(rec)
+	rec := &recorder{}
+	cnt := core.NewCounting(testkit.NewHook(be.reader(t)).Before(rec.note))
 	s, err := core.NewStore(bg, be.name(), cnt)
 	if err != nil {
 		t.Fatal(err)

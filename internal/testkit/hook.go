@@ -19,19 +19,21 @@ const (
 	OpDelete     Op = "delete"
 	OpDeleteMany Op = "delete-many"
 	OpGate       Op = "acquire-gate"
+	OpRelease    Op = "release-gate"
 )
 
 // Call is one driver operation as a hook sees it.
 type Call struct {
 	Op   Op
-	Key  string          // the key; the prefix for list; the gate for acquire-gate; empty for delete-many
-	Keys []string        // delete-many's keys
-	Put  core.PutOptions // put's options
+	Key  string           // the key; the prefix for list; the gate for acquire-gate; empty for delete-many
+	Keys []string         // delete-many's keys
+	Put  core.PutOptions  // put's options
+	List core.ListOptions // list's options
 }
 
 // Hook wraps a driver and runs the functions set with Before and After
 // around its data operations (get, stat, list, put, delete, delete-many,
-// acquire-gate); the rest pass through. Set them before the store is
+// acquire-gate, release-gate); the rest pass through. Set them before the store is
 // shared with goroutines or set them through the methods, which lock.
 type Hook struct {
 	core.Driver
@@ -110,7 +112,7 @@ func (h *Hook) Stat(ctx context.Context, key string) (core.Info, error) {
 }
 
 func (h *Hook) List(ctx context.Context, o core.ListOptions) (core.ListPage, error) {
-	c := Call{Op: OpList, Key: o.Prefix}
+	c := Call{Op: OpList, Key: o.Prefix, List: o}
 	if err := h.pre(c); err != nil {
 		return core.ListPage{}, err
 	}
@@ -163,6 +165,14 @@ func (h *Hook) AcquireGate(ctx context.Context, name string) (core.GateLease, er
 		return core.GateLease{}, perr
 	}
 	return l, err
+}
+
+func (h *Hook) ReleaseGate(ctx context.Context, l core.GateLease) error {
+	c := Call{Op: OpRelease, Key: l.Name}
+	if err := h.pre(c); err != nil {
+		return err
+	}
+	return h.post(c, h.Driver.ReleaseGate(ctx, l))
 }
 
 // Once returns a Before function that runs fn once, ahead of the first

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 )
 
@@ -26,30 +27,22 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[1])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			c, err := protocol.Options{Actor: actor}.Create(cmd.Context(), s, loc, args[0], branch)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(c)
-			}
-			fmt.Fprintf(a.stdout, "created checkpoint %q (id %s, generation %d) from %s at registry version %d\n",
-				c.Name, c.ID, c.Generation, c.SourceBranch, c.RegistryVersion)
-			tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TABLE\tBRANCH\tVERSION\tINCARNATION\tTAG")
-			for _, t := range c.Tables {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Path, t.Branch, t.Version, t.Incarnation, t.Tag)
-			}
-			tw.Flush()
-			for _, w := range c.Warnings {
-				fmt.Fprintln(a.stderr, "warning:", w)
-			}
-			return nil
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store, loc core.Location) (*protocol.Created, error) {
+				return resultOnly(protocol.Options{Actor: actor}.Create(cmd.Context(), s, loc, args[0], branch))
+			}, func(c *protocol.Created) error {
+				fmt.Fprintf(a.stdout, "created checkpoint %q (id %s, generation %d) from %s at registry version %d\n",
+					c.Name, c.ID, c.Generation, c.SourceBranch, c.RegistryVersion)
+				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TABLE\tBRANCH\tVERSION\tINCARNATION\tTAG")
+				for _, t := range c.Tables {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Path, t.Branch, t.Version, t.Incarnation, t.Tag)
+				}
+				tw.Flush()
+				for _, w := range c.Warnings {
+					fmt.Fprintln(a.stderr, "warning:", w)
+				}
+				return nil
+			})
 		},
 	}
 	create.Flags().StringVar(&branch, "branch", "main", "the branch whose heads are pinned")
@@ -93,20 +86,20 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: its pinned versions and the health of every pin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := a.openStoreReadOnly(cmd.Context(), args[1])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			in, err := protocol.Show(cmd.Context(), s, args[0], deep)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				if err := a.printJSON(in); err != nil {
-					return err
+			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store, _ core.Location) (*protocol.Info, error) {
+				in, err := protocol.Show(cmd.Context(), s, args[0], deep)
+				if err != nil {
+					return nil, err
 				}
-			} else {
+				// The checkpoint is printed, then its health fails the command.
+				if in.Health == "invalid" {
+					return in, fmt.Errorf("checkpoint %q is invalid: an object it pins is gone; reconcile cannot restore it: see each pin above for the command that resolves it", in.Name)
+				}
+				if in.Health == "degraded" || (in.Deep != nil && (len(in.Deep.Missing) > 0 || len(in.Deep.Errors) > 0)) {
+					return in, fmt.Errorf("checkpoint %q is not intact: run `retain reconcile %s`", in.Name, args[1])
+				}
+				return in, nil
+			}, func(in *protocol.Info) error {
 				fmt.Fprintf(a.stdout, "checkpoint %q\n  id         %s (generation %d, %s)\n  branch     %s\n  registry   version %d\n  created    %s by %s\n  pins       %s\n",
 					in.Name, in.ID, in.Generation, in.State, in.SourceBranch, in.RegistryVersion, in.CreatedAt.Format(time.RFC3339), in.Actor, in.Health)
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
@@ -132,14 +125,8 @@ func (a *app) checkpointCmd() *cobra.Command {
 						fmt.Fprintln(a.stdout, "  error", e)
 					}
 				}
-			}
-			if in.Health == "invalid" {
-				return fmt.Errorf("checkpoint %q is invalid: an object it pins is gone; reconcile cannot restore it: see each pin above for the command that resolves it", in.Name)
-			}
-			if in.Health == "degraded" || (in.Deep != nil && (len(in.Deep.Missing) > 0 || len(in.Deep.Errors) > 0)) {
-				return fmt.Errorf("checkpoint %q is not intact: run `retain reconcile %s`", in.Name, args[1])
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	show.Flags().BoolVar(&deep, "deep", false, "also check that every file the pinned versions reference exists")
@@ -152,28 +139,20 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[1])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			d, err := protocol.Options{Actor: actor}.Delete(cmd.Context(), s, loc, args[0])
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(d)
-			}
-			if d.AlreadyTombstoned {
-				fmt.Fprintf(a.stdout, "checkpoint %q (id %s) was already deleted by %s; %d pin tags reclaimed\n", d.Name, d.ID, d.OperationID, len(d.TagsDeleted))
-			} else {
-				fmt.Fprintf(a.stdout, "deleted checkpoint %q (id %s) at registry version %d (operation %s); %d pin tags reclaimed\n",
-					d.Name, d.ID, d.RegistryVersion, d.OperationID, len(d.TagsDeleted))
-			}
-			for _, e := range d.TagErrors {
-				fmt.Fprintln(a.stderr, "warning (over-retains until `retain reconcile`):", e)
-			}
-			return nil
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store, loc core.Location) (*protocol.Deleted, error) {
+				return resultOnly(protocol.Options{Actor: actor}.Delete(cmd.Context(), s, loc, args[0]))
+			}, func(d *protocol.Deleted) error {
+				if d.AlreadyTombstoned {
+					fmt.Fprintf(a.stdout, "checkpoint %q (id %s) was already deleted by %s; %d pin tags reclaimed\n", d.Name, d.ID, d.OperationID, len(d.TagsDeleted))
+				} else {
+					fmt.Fprintf(a.stdout, "deleted checkpoint %q (id %s) at registry version %d (operation %s); %d pin tags reclaimed\n",
+						d.Name, d.ID, d.RegistryVersion, d.OperationID, len(d.TagsDeleted))
+				}
+				for _, e := range d.TagErrors {
+					fmt.Fprintln(a.stderr, "warning (over-retains until `retain reconcile`):", e)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.AddCommand(create, list, show, del, a.checkpointDropLostCmd())
@@ -190,36 +169,25 @@ func (a *app) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rep, err := protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s, loc)
-			if rep == nil {
-				return err
-			}
-			if a.jsonOut {
-				if perr := a.printJSON(rep); perr != nil {
-					return perr
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store, loc core.Location) (*protocol.Report, error) {
+				return protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s, loc)
+			}, func(rep *protocol.Report) error {
+				fmt.Fprintf(a.stdout, "reconciled %d tables at registry version %d: %d sidecars, %d repaired, %d reclaimed, %d conflicts\n",
+					len(rep.Tables), rep.RegistryVersion, len(rep.Sidecars), len(rep.Repaired), len(rep.Reclaimed), len(rep.Conflicts))
+				for _, sc := range rep.Sidecars {
+					fmt.Fprintf(a.stdout, "  sidecar   %s %s (%q)\n", sc.OperationID, sc.Outcome, sc.Name)
 				}
-				return err
-			}
-			fmt.Fprintf(a.stdout, "reconciled %d tables at registry version %d: %d sidecars, %d repaired, %d reclaimed, %d conflicts\n",
-				len(rep.Tables), rep.RegistryVersion, len(rep.Sidecars), len(rep.Repaired), len(rep.Reclaimed), len(rep.Conflicts))
-			for _, sc := range rep.Sidecars {
-				fmt.Fprintf(a.stdout, "  sidecar   %s %s (%q)\n", sc.OperationID, sc.Outcome, sc.Name)
-			}
-			for _, p := range rep.Repaired {
-				fmt.Fprintf(a.stdout, "  repaired  %s %s (checkpoint %q, %s v%d)\n", p.Path, p.Tag, p.Name, p.Branch, p.Version)
-			}
-			for _, p := range rep.Reclaimed {
-				fmt.Fprintf(a.stdout, "  reclaimed %s %s (%s)\n", p.Path, p.Tag, p.Why)
-			}
-			for _, c := range rep.Conflicts {
-				fmt.Fprintf(a.stdout, "  conflict  %s %s %s: %s\n", c.Kind, c.Path, c.Tag, c.Detail)
-			}
-			return err
+				for _, p := range rep.Repaired {
+					fmt.Fprintf(a.stdout, "  repaired  %s %s (checkpoint %q, %s v%d)\n", p.Path, p.Tag, p.Name, p.Branch, p.Version)
+				}
+				for _, p := range rep.Reclaimed {
+					fmt.Fprintf(a.stdout, "  reclaimed %s %s (%s)\n", p.Path, p.Tag, p.Why)
+				}
+				for _, c := range rep.Conflicts {
+					fmt.Fprintf(a.stdout, "  conflict  %s %s %s: %s\n", c.Kind, c.Path, c.Tag, c.Detail)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/retention"
 )
@@ -20,24 +21,16 @@ func (a *app) checkpointDropLostCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[2])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			d, err := retention.DropLostPin(cmd.Context(), s, loc, protocol.Options{Actor: actor}, args[0], args[1], reason)
-			if err != nil {
-				return err
-			}
-			if a.jsonOut {
-				return a.printJSON(d)
-			}
-			fmt.Fprintf(a.stdout, "checkpoint %q (id %s) no longer pins %s %s v%d: %s (registry version %d, operation %s)\n",
-				d.Name, d.ID, d.Lost.Path, d.Lost.Branch, d.Lost.Version, d.Lost.Why, d.RegistryVersion, d.OperationID)
-			if d.TagError != "" {
-				fmt.Fprintln(a.stderr, "warning (over-retains until `retain reconcile`): deleting the old pin tag:", d.TagError)
-			}
-			return nil
+			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store, loc core.Location) (*protocol.DroppedLost, error) {
+				return resultOnly(retention.DropLostPin(cmd.Context(), s, loc, protocol.Options{Actor: actor}, args[0], args[1], reason))
+			}, func(d *protocol.DroppedLost) error {
+				fmt.Fprintf(a.stdout, "checkpoint %q (id %s) no longer pins %s %s v%d: %s (registry version %d, operation %s)\n",
+					d.Name, d.ID, d.Lost.Path, d.Lost.Branch, d.Lost.Version, d.Lost.Why, d.RegistryVersion, d.OperationID)
+				if d.TagError != "" {
+					fmt.Fprintln(a.stderr, "warning (over-retains until `retain reconcile`): deleting the old pin tag:", d.TagError)
+				}
+				return nil
+			})
 		},
 	}
 	c.Flags().StringVar(&reason, "reason", "", "why the pin is given up (recorded in the checkpoint and the audit log; required)")

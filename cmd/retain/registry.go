@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/retention"
 )
@@ -24,40 +25,29 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 		Short: "Read-only: does every registry version read, and does the registry account for every pin?",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, loc, err := a.openStore(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			rep, err := protocol.Verify(cmd.Context(), s, loc)
-			if rep == nil {
-				return err
-			}
-			if a.jsonOut {
-				if perr := a.printJSON(rep); perr != nil {
-					return perr
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store, loc core.Location) (*protocol.VerifyReport, error) {
+				return protocol.Verify(cmd.Context(), s, loc)
+			}, func(rep *protocol.VerifyReport) error {
+				state := "ok"
+				if !rep.OK() {
+					state = "damaged"
 				}
-				return err
-			}
-			state := "ok"
-			if !rep.OK() {
-				state = "damaged"
-			}
-			fmt.Fprintf(a.stdout, "registry %s: head version %d, %d version(s) read, %d unreadable, %d problem(s)\n",
-				state, rep.Head, rep.Versions, len(rep.Unreadable), len(rep.Problems))
-			if rep.HeadError != "" {
-				fmt.Fprintf(a.stdout, "  head      %s\n", rep.HeadError)
-			}
-			for _, v := range rep.Unreadable {
-				fmt.Fprintf(a.stdout, "  unreadable version %d\n", v)
-			}
-			for _, c := range rep.Problems {
-				fmt.Fprintf(a.stdout, "  %-9s %s %s: %s\n", c.Kind, c.Path, c.Tag, c.Detail)
-			}
-			if rep.Next != "" {
-				fmt.Fprintf(a.stdout, "next: %s\n", rep.Next)
-			}
-			return err
+				fmt.Fprintf(a.stdout, "registry %s: head version %d, %d version(s) read, %d unreadable, %d problem(s)\n",
+					state, rep.Head, rep.Versions, len(rep.Unreadable), len(rep.Problems))
+				if rep.HeadError != "" {
+					fmt.Fprintf(a.stdout, "  head      %s\n", rep.HeadError)
+				}
+				for _, v := range rep.Unreadable {
+					fmt.Fprintf(a.stdout, "  unreadable version %d\n", v)
+				}
+				for _, c := range rep.Problems {
+					fmt.Fprintf(a.stdout, "  %-9s %s %s: %s\n", c.Kind, c.Path, c.Tag, c.Detail)
+				}
+				if rep.Next != "" {
+					fmt.Fprintf(a.stdout, "next: %s\n", rep.Next)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -170,3 +170,43 @@ func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (
 	}
 	return s, loc, nil
 }
+
+// onStore is the shape of most STORE commands: open uri (writable with
+// write, else read-only), run on it, and print the result, as JSON with
+// --json or else with text, while the store is still open. A result
+// returned with an error is a report of what was done before the failure:
+// it is printed, then the error returned. Commands whose result means
+// nothing beside an error wrap run's return in resultOnly.
+func onStore[T any](a *app, ctx context.Context, uri string, write bool, run func(*core.Store, core.Location) (*T, error), text func(*T) error) error {
+	open := a.openStoreReadOnly
+	if write {
+		open = a.openStore
+	}
+	s, loc, err := open(ctx, uri)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	res, err := run(s, loc)
+	if res == nil {
+		return err
+	}
+	if a.jsonOut {
+		if perr := a.printJSON(res); perr != nil {
+			return perr
+		}
+		return err
+	}
+	if terr := text(res); terr != nil {
+		return terr
+	}
+	return err
+}
+
+// resultOnly drops the result that comes with an error.
+func resultOnly[T any](res *T, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}

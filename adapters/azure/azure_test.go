@@ -20,6 +20,7 @@ import (
 	"github.com/retain-dev/retain/conformance"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -36,17 +37,6 @@ func clearEnv(t testing.TB) {
 	t.Helper()
 	for _, v := range []string{envConnectionString, envAccount, envKey} {
 		t.Setenv(v, "")
-	}
-}
-
-func wantKind(t *testing.T, what string, err error, kind core.Kind) {
-	t.Helper()
-	if !errors.Is(err, kind) {
-		t.Fatalf("%s: want %s, got %v (kind %s)", what, kind, err, core.KindOf(err))
-	}
-	var ce *core.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%s: %T is not a *core.Error", what, err)
 	}
 }
 
@@ -89,7 +79,7 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			_, err := Open(bg, c.loc)
-			wantKind(t, c.name, err, c.kind)
+			testkit.WantKind(t, c.name, err, c.kind)
 			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s: message %q does not say %q", c.name, err, c.want)
 			}
@@ -122,23 +112,23 @@ func TestDriverRefusesKeysBeforeSending(t *testing.T) {
 	for _, k := range keys {
 		name := fmt.Sprintf("%.20q", k)
 		_, err := d.Put(bg, k, strings.NewReader("x"), core.PutOptions{})
-		wantKind(t, "put "+name, err, core.ErrInvalidArgument)
+		testkit.WantKind(t, "put "+name, err, core.ErrInvalidArgument)
 		_, err = d.Get(bg, k)
-		wantKind(t, "get "+name, err, core.ErrInvalidArgument)
+		testkit.WantKind(t, "get "+name, err, core.ErrInvalidArgument)
 		_, err = d.Stat(bg, k)
-		wantKind(t, "stat "+name, err, core.ErrInvalidArgument)
-		wantKind(t, "delete "+name, d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
+		testkit.WantKind(t, "stat "+name, err, core.ErrInvalidArgument)
+		testkit.WantKind(t, "delete "+name, d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
 	}
 	_, err := d.List(bg, core.ListOptions{Prefix: "a//"})
-	wantKind(t, "list of a bad prefix", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "list of a bad prefix", err, core.ErrInvalidArgument)
 	_, err = d.Put(bg, "k", strings.NewReader("x"), core.PutOptions{Mode: core.PutReplaceIfVersion})
-	wantKind(t, "replace without a version", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "replace without a version", err, core.ErrInvalidArgument)
 	_, err = d.Put(bg, "k", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent, IfVersion: "v"})
-	wantKind(t, "create with a version", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "create with a version", err, core.ErrInvalidArgument)
 	_, err = d.AcquireGate(bg, "metadata")
-	wantKind(t, "acquire gate", err, core.ErrUnsupported)
+	testkit.WantKind(t, "acquire gate", err, core.ErrUnsupported)
 	_, err = d.DeleteMany(bg, make([]string, maxDeleteBatch+1))
-	wantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
+	testkit.WantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
 }
 
 func TestUnreachableEndpointIsTransient(t *testing.T) {
@@ -146,7 +136,7 @@ func TestUnreachableEndpointIsTransient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
 	defer cancel()
 	_, err := d.Stat(ctx, "k")
-	wantKind(t, "stat on a closed port", err, core.ErrTransient)
+	testkit.WantKind(t, "stat on a closed port", err, core.ErrTransient)
 	// A transport error must not quote the request URL's query (a SAS).
 	clearEnv(t)
 	t.Setenv(envConnectionString, "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;SharedAccessSignature=sv=2020-02-10&sig=SECRETSIG")
@@ -155,7 +145,7 @@ func TestUnreachableEndpointIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = sd.Put(bg, "k", strings.NewReader("x"), core.PutOptions{})
-	wantKind(t, "put on a closed port with a SAS", err, core.ErrTransient)
+	testkit.WantKind(t, "put on a closed port with a SAS", err, core.ErrTransient)
 	if !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "127.0.0.1:1/devstoreaccount1/abc/k") {
 		t.Fatalf("want the redacted URL and the cause: %v", err)
 	}
@@ -184,7 +174,7 @@ func (s *sizedSeeker) Seek(off int64, whence int) (int64, error) {
 func TestSpool(t *testing.T) {
 	// A seekable body is measured, not read.
 	_, _, err := spool("put", "k", &sizedSeeker{size: MaxObjectSize + 1})
-	wantKind(t, "seekable body over the limit", err, core.ErrLimitExceeded)
+	testkit.WantKind(t, "seekable body over the limit", err, core.ErrLimitExceeded)
 	s, n, err := spool("put", "k", &sizedSeeker{size: MaxObjectSize})
 	if err != nil || n != MaxObjectSize {
 		t.Fatalf("seekable body at the limit: %d, %v", n, err)
@@ -216,7 +206,7 @@ func TestSpool(t *testing.T) {
 	s.release()
 	// A body read error keeps its kind.
 	_, _, err = spool("put", "k", io.MultiReader(strings.NewReader("abc"), errReader{core.Errorf("x", "", core.ErrTransient, "broken")}))
-	wantKind(t, "failing body", err, core.ErrTransient)
+	testkit.WantKind(t, "failing body", err, core.ErrTransient)
 }
 
 type errReader struct{ err error }
@@ -264,15 +254,6 @@ func openAz(t *testing.T, az *emulator.Azure, container, prefix string, opts map
 
 func put(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
 	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
-}
-
-func mustPut(t *testing.T, d *Driver, key, body string) core.Info {
-	t.Helper()
-	info, err := put(d, key, body, core.PutOverwrite, "")
-	if err != nil {
-		t.Fatalf("put %q: %v", key, err)
-	}
-	return info
 }
 
 func read(t *testing.T, d *Driver, key string) (string, core.Info) {
@@ -328,9 +309,9 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 	d := openAz(t, az, "retain-test", "errors", nil, openOptions{})
 
 	_, err := d.Get(bg, "missing")
-	wantKind(t, "get missing", err, core.ErrNotFound)
+	testkit.WantKind(t, "get missing", err, core.ErrNotFound)
 	_, err = d.Stat(bg, "missing")
-	wantKind(t, "stat missing", err, core.ErrNotFound)
+	testkit.WantKind(t, "stat missing", err, core.ErrNotFound)
 	if err := d.Delete(bg, "missing", core.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
@@ -340,7 +321,7 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 		t.Fatal(err)
 	}
 	_, err = put(d, "k", "two", core.PutCreateIfAbsent, "")
-	wantKind(t, "create on an existing key (409 BlobAlreadyExists)", err, core.ErrAlreadyExists)
+	testkit.WantKind(t, "create on an existing key (409 BlobAlreadyExists)", err, core.ErrAlreadyExists)
 	if b, _ := read(t, d, "k"); b != "one" {
 		t.Fatalf("a refused create wrote: %q", b)
 	}
@@ -349,30 +330,30 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 		t.Fatal(err)
 	}
 	_, err = put(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-	wantKind(t, "replace with a stale version (412 ConditionNotMet)", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace with a stale version (412 ConditionNotMet)", err, core.ErrPreconditionFailed)
 	_, err = put(d, "absent", "x", core.PutReplaceIfVersion, v1.Version)
-	wantKind(t, "replace of a missing key (Azurite: 412)", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace of a missing key (Azurite: 412)", err, core.ErrNotFound)
 	if _, err := d.Stat(bg, "absent"); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("a refused replace created the key: %v", err)
 	}
-	wantKind(t, "delete with a stale version", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version}), core.ErrPreconditionFailed)
+	testkit.WantKind(t, "delete with a stale version", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version}), core.ErrPreconditionFailed)
 	if b, _ := read(t, d, "k"); b != "two" {
 		t.Fatalf("a refused delete changed the body: %q", b)
 	}
 	if err := d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
 		t.Fatal(err)
 	}
-	wantKind(t, "delete-if-version of a missing key (Azurite: 412)", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}), core.ErrNotFound)
+	testkit.WantKind(t, "delete-if-version of a missing key (Azurite: 412)", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}), core.ErrNotFound)
 
 	// A version no ETag can be never reaches a header.
-	mustPut(t, d, "k2", "x")
+	testkit.MustPut(t, d, "k2", "x")
 	for _, v := range []string{"bad\nversion", `a"b`, "é"} {
 		_, err = put(d, "k2", "y", core.PutReplaceIfVersion, v)
-		wantKind(t, fmt.Sprintf("replace with version %q", v), err, core.ErrPreconditionFailed)
+		testkit.WantKind(t, fmt.Sprintf("replace with version %q", v), err, core.ErrPreconditionFailed)
 		_, err = put(d, "absent", "y", core.PutReplaceIfVersion, v)
-		wantKind(t, fmt.Sprintf("replace of a missing key with version %q", v), err, core.ErrNotFound)
-		wantKind(t, fmt.Sprintf("delete with version %q", v), d.Delete(bg, "k2", core.DeleteOptions{IfVersion: v}), core.ErrPreconditionFailed)
-		wantKind(t, fmt.Sprintf("delete of a missing key with version %q", v), d.Delete(bg, "absent", core.DeleteOptions{IfVersion: v}), core.ErrNotFound)
+		testkit.WantKind(t, fmt.Sprintf("replace of a missing key with version %q", v), err, core.ErrNotFound)
+		testkit.WantKind(t, fmt.Sprintf("delete with version %q", v), d.Delete(bg, "k2", core.DeleteOptions{IfVersion: v}), core.ErrPreconditionFailed)
+		testkit.WantKind(t, fmt.Sprintf("delete of a missing key with version %q", v), d.Delete(bg, "absent", core.DeleteOptions{IfVersion: v}), core.ErrNotFound)
 	}
 	if b, _ := read(t, d, "k2"); b != "x" {
 		t.Fatalf("a refused write changed the body: %q", b)
@@ -389,9 +370,9 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 		t.Fatal(err)
 	}
 	_, err = bd.Stat(bg, "k")
-	wantKind(t, "stat with a wrong key", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "stat with a wrong key", err, core.ErrPermissionDenied)
 	_, err = put(bd, "k", "x", core.PutOverwrite, "")
-	wantKind(t, "put with a wrong key", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "put with a wrong key", err, core.ErrPermissionDenied)
 	if strings.Contains(err.Error(), string(bad)) || strings.Contains(err.Error(), az.Key) {
 		t.Fatalf("the error carries the key: %v", err)
 	}
@@ -403,13 +384,13 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 	if c := pd.caps.DeleteIfVersion; c.Level != core.LevelNone || !strings.Contains(c.Reason, "conditional-delete=on") {
 		t.Fatalf("probe with a refused key: %+v", c)
 	}
-	wantKind(t, "delete-if-version declared none", pd.Delete(bg, "k", core.DeleteOptions{IfVersion: "x"}), core.ErrUnsupported)
+	testkit.WantKind(t, "delete-if-version declared none", pd.Delete(bg, "k", core.DeleteOptions{IfVersion: "x"}), core.ErrUnsupported)
 }
 
 func testVersions(t *testing.T, az *emulator.Azure) {
 	d := openAz(t, az, "retain-test", "versions", nil, openOptions{})
-	a := mustPut(t, d, "v", "same")
-	b := mustPut(t, d, "v", "same")
+	a := testkit.MustPut(t, d, "v", "same")
+	b := testkit.MustPut(t, d, "v", "same")
 	if a.Version == b.Version || strings.Contains(a.Version, `"`) {
 		t.Fatalf("versions %q then %q: want distinct, unquoted", a.Version, b.Version)
 	}
@@ -444,7 +425,7 @@ func testCredentials(t *testing.T, az *emulator.Azure) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustPut(t, d, "cs", "x")
+	testkit.MustPut(t, d, "cs", "x")
 	caps, _ := d.Capabilities(bg)
 	notes := strings.Join(caps.Notes, "\n")
 	if !strings.Contains(notes, envConnectionString) || strings.Contains(notes, az.Key) {
@@ -468,7 +449,7 @@ func testMissingContainer(t *testing.T, az *emulator.Azure) {
 	t.Setenv(envKey, az.Key)
 	// auto: the probe meets the missing container at Open.
 	_, err := Open(bg, loc("no-such-container", "p", map[string]string{OptEndpoint: az.Endpoint}))
-	wantKind(t, "open on a missing container", err, core.ErrNotFound)
+	testkit.WantKind(t, "open on a missing container", err, core.ErrNotFound)
 	if !strings.Contains(err.Error(), `container "no-such-container" does not exist`) {
 		t.Fatalf("message does not name the container: %v", err)
 	}
@@ -480,7 +461,7 @@ func testMissingContainer(t *testing.T, az *emulator.Azure) {
 		"delete": d.Delete(bg, "k", core.DeleteOptions{}),
 		"list":   func() error { _, err := d.List(bg, core.ListOptions{}); return err }(),
 	} {
-		wantKind(t, what+" in a missing container", err, core.ErrNotFound)
+		testkit.WantKind(t, what+" in a missing container", err, core.ErrNotFound)
 		if !strings.Contains(err.Error(), "no-such-container") {
 			t.Fatalf("%s: message does not name the container: %v", what, err)
 		}
@@ -503,8 +484,8 @@ func testConditionalDeleteSetting(t *testing.T, az *emulator.Azure) {
 	if caps.DeleteIfVersion.Level != core.LevelNone {
 		t.Fatalf("off: %+v", caps.DeleteIfVersion)
 	}
-	v := mustPut(t, off, "k", "x")
-	wantKind(t, "delete-if-version with off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
+	v := testkit.MustPut(t, off, "k", "x")
+	testkit.WantKind(t, "delete-if-version with off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
 	if b, _ := read(t, off, "k"); b != "x" {
 		t.Fatal("an unsupported delete deleted")
 	}
@@ -574,15 +555,15 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	// Someone else's blob stays someone else's, retried or not.
 	lp.arm.Store(true)
 	_, err = put(d, "created", "intruder", core.PutCreateIfAbsent, "")
-	wantKind(t, "retried create on another writer's blob", err, core.ErrAlreadyExists)
+	testkit.WantKind(t, "retried create on another writer's blob", err, core.ErrAlreadyExists)
 
 	// A replace whose answer was lost, superseded by another writer before
 	// the retry: whether it happened cannot be known.
-	v0 := mustPut(t, other, "superseded", "zero")
-	lp.after = func() { mustPut(t, other, "superseded", "intruder") }
+	v0 := testkit.MustPut(t, other, "superseded", "zero")
+	lp.after = func() { testkit.MustPut(t, other, "superseded", "intruder") }
 	lp.arm.Store(true)
 	_, err = put(d, "superseded", "mine", core.PutReplaceIfVersion, v0.Version)
-	wantKind(t, "replace lost then superseded", err, core.ErrUnknown)
+	testkit.WantKind(t, "replace lost then superseded", err, core.ErrUnknown)
 	lp.after = nil
 
 	// A 503 is a refusal before any work: the retry's 412 is a plain
@@ -594,7 +575,7 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	if busy.hit.Load() != 1 {
 		t.Fatal("the transport answered no 503")
 	}
-	wantKind(t, "stale replace retried after a 503", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "stale replace retried after a 503", err, core.ErrPreconditionFailed)
 
 	// A conditional delete whose answer was lost: the retry finds the blob
 	// gone and reports success, the blob of that version is gone.
@@ -611,7 +592,7 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	busyDel := &flaky{method: http.MethodDelete, mode: "busy"}
 	bdd := openAz(t, az, "retain-test", "retry", map[string]string{OptConditionalDelete: "on"}, openOptions{transport: busyDel, retry: fast})
 	busyDel.arm.Store(true)
-	wantKind(t, "conditional delete of a missing blob retried after a 503",
+	testkit.WantKind(t, "conditional delete of a missing blob retried after a 503",
 		bdd.Delete(bg, "created", core.DeleteOptions{IfVersion: info2.Version}), core.ErrNotFound)
 }
 
@@ -631,10 +612,10 @@ func testListStartAfter(t *testing.T, az *emulator.Azure) {
 	var want []string
 	for i := range 23 {
 		k := fmt.Sprintf("l/%02d", i)
-		mustPut(t, d, k, k)
+		testkit.MustPut(t, d, k, k)
 		want = append(want, k)
 	}
-	mustPut(t, d, "l0", "outside the prefix")
+	testkit.MustPut(t, d, "l0", "outside the prefix")
 	collect := func(d *Driver, size int) []string {
 		var got []string
 		opts := core.ListOptions{Prefix: "l/", PageSize: size}
@@ -686,7 +667,7 @@ func testListStartAfter(t *testing.T, az *emulator.Azure) {
 	// The contract's byte order, including ~ (0x7e) before é.
 	order := []string{"o/a.b", "o/a/b", "o/a0", "o/b", "o/~", "o/é"}
 	for i := len(order) - 1; i >= 0; i-- {
-		mustPut(t, d, order[i], "x")
+		testkit.MustPut(t, d, order[i], "x")
 	}
 	page, err = d.List(bg, core.ListOptions{Prefix: "o/"})
 	if err != nil {
@@ -707,7 +688,7 @@ func testDeleteMany(t *testing.T, az *emulator.Azure) {
 	for i := range 40 {
 		k := fmt.Sprintf("k%02d", i)
 		if i%3 != 0 {
-			mustPut(t, d, k, k)
+			testkit.MustPut(t, d, k, k)
 		}
 		keys = append(keys, k)
 	}
@@ -721,7 +702,7 @@ func testDeleteMany(t *testing.T, az *emulator.Azure) {
 			t.Fatalf("result %d names %q, want %q", i, r.Key, keys[i])
 		}
 		if i == len(keys)-1 {
-			wantKind(t, "invalid key in delete-many", r.Err, core.ErrInvalidArgument)
+			testkit.WantKind(t, "invalid key in delete-many", r.Err, core.ErrInvalidArgument)
 			continue
 		}
 		if r.Err != nil {
@@ -749,6 +730,6 @@ func TestNoCredentialsIsPermissionDenied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()
 	_, err = d.Stat(ctx, "k")
-	wantKind(t, "stat without any credentials", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "stat without any credentials", err, core.ErrPermissionDenied)
 	t.Log(err)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/redact"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // Endpoints that echo each request into their error answers: GCS echoing
@@ -61,7 +62,7 @@ func TestEchoingEndpointErrorsCarryNoCredential(t *testing.T) {
 			path, pk := serviceAccountKey(t, srv.URL+"/token")
 			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 			_, err := openURIErr("gs://retain-test/p?conditional-delete=off&endpoint=" + srv.URL)
-			ce := wantKind(t, "open against an echoing endpoint", err, core.ErrPermissionDenied)
+			ce := testkit.WantKind(t, "open against an echoing endpoint", err, core.ErrPermissionDenied)
 			mu.Lock()
 			defer mu.Unlock()
 			secrets := append([]string{pk[40:80], pk[len(pk)-80 : len(pk)-40]}, seen...)

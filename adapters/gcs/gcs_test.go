@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,6 +30,7 @@ import (
 	"github.com/retain-dev/retain/conformance"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -82,15 +82,6 @@ func put(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info,
 	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func mustPut(t *testing.T, d *Driver, key, body string) core.Info {
-	t.Helper()
-	info, err := put(d, key, body, core.PutOverwrite, "")
-	if err != nil {
-		t.Fatalf("put %q: %v", key, err)
-	}
-	return info
-}
-
 func read(t *testing.T, d *Driver, key string) (string, core.Info) {
 	t.Helper()
 	r, err := d.Get(bg, key)
@@ -103,21 +94,6 @@ func read(t *testing.T, d *Driver, key string) (string, core.Info) {
 		t.Fatalf("read %q: %v", key, err)
 	}
 	return string(b), r.Info
-}
-
-func wantKind(t *testing.T, what string, err error, kind core.Kind) *core.Error {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: got no error, want %v", what, kind)
-	}
-	var ce *core.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%s: error %v (%T) is not a *core.Error", what, err, err)
-	}
-	if ce.Kind != kind {
-		t.Fatalf("%s: got kind %v (%v), want %v", what, ce.Kind, err, kind)
-	}
-	return ce
 }
 
 // objectsIn lists every object of the bucket on the emulator, every
@@ -154,7 +130,7 @@ func TestOptionsAndLocation(t *testing.T) {
 			t.Fatalf("%s: %v", tc.uri, err)
 		}
 		_, err = Open(bg, loc)
-		wantKind(t, tc.uri, err, core.ErrInvalidArgument)
+		testkit.WantKind(t, tc.uri, err, core.ErrInvalidArgument)
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q does not say %q", tc.uri, err, tc.want)
 		}
@@ -182,9 +158,9 @@ func TestErrorMappingEmulator(t *testing.T) {
 	ctx := bg
 
 	_, err := d.Get(ctx, "missing")
-	wantKind(t, "get of a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "get of a missing key", err, core.ErrNotFound)
 	_, err = d.Stat(ctx, "missing")
-	wantKind(t, "stat of a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "stat of a missing key", err, core.ErrNotFound)
 	if err := d.Delete(ctx, "missing", core.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
@@ -194,7 +170,7 @@ func TestErrorMappingEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = put(d, "k", "two", core.PutCreateIfAbsent, "")
-	wantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
+	testkit.WantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
 	if body, _ := read(t, d, "k"); body != "one" {
 		t.Fatalf("a lost create changed the body to %q", body)
 	}
@@ -203,36 +179,36 @@ func TestErrorMappingEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = put(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-	wantKind(t, "replace with a stale generation", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace with a stale generation", err, core.ErrPreconditionFailed)
 	_, err = put(d, "nope", "x", core.PutReplaceIfVersion, v1.Version)
-	wantKind(t, "replace of a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace of a missing key", err, core.ErrNotFound)
 	_, err = put(d, "k", "x", core.PutReplaceIfVersion, "not-a-generation")
-	wantKind(t, "replace with a token that is no generation", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace with a token that is no generation", err, core.ErrPreconditionFailed)
 	_, err = put(d, "nope", "x", core.PutReplaceIfVersion, "not-a-generation")
-	wantKind(t, "replace of a missing key with a token that is no generation", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace of a missing key with a token that is no generation", err, core.ErrNotFound)
 
 	err = d.Delete(ctx, "k", core.DeleteOptions{IfVersion: v1.Version})
-	wantKind(t, "delete with a stale generation", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "delete with a stale generation", err, core.ErrPreconditionFailed)
 	if body, _ := read(t, d, "k"); body != "two" {
 		t.Fatalf("a refused delete changed the body to %q", body)
 	}
 	err = d.Delete(ctx, "nope", core.DeleteOptions{IfVersion: v1.Version})
-	wantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
 	if err := d.Delete(ctx, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
 		t.Fatalf("delete with the live generation: %v", err)
 	}
 	_, err = d.Stat(ctx, "k")
-	wantKind(t, "stat after delete", err, core.ErrNotFound)
+	testkit.WantKind(t, "stat after delete", err, core.ErrNotFound)
 
 	for _, k := range []string{".retain-probe/x", ".retain-probe", "a//b", strings.Repeat("k", 1020)} {
 		_, err := put(d, k, "x", core.PutOverwrite, "")
-		wantKind(t, "put of key "+k[:min(len(k), 20)], err, core.ErrInvalidArgument)
+		testkit.WantKind(t, "put of key "+k[:min(len(k), 20)], err, core.ErrInvalidArgument)
 	}
 	_, err = d.AcquireGate(ctx, "metadata")
-	wantKind(t, "acquire of an undeclared gate", err, core.ErrUnsupported)
+	testkit.WantKind(t, "acquire of an undeclared gate", err, core.ErrUnsupported)
 
 	_, err = openURIErr("gs://no-such-bucket/p")
-	ce := wantKind(t, "open of a missing bucket", err, core.ErrNotFound)
+	ce := testkit.WantKind(t, "open of a missing bucket", err, core.ErrNotFound)
 	t.Log(ce)
 	if !strings.Contains(ce.Error(), `"no-such-bucket"`) {
 		t.Fatalf("the error does not name the bucket: %v", ce)
@@ -247,7 +223,7 @@ func TestUnreachableIsTransient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 	defer cancel()
 	_, err := Open(ctx, loc)
-	t.Log(wantKind(t, "open against a closed port", err, core.ErrTransient))
+	t.Log(testkit.WantKind(t, "open against a closed port", err, core.ErrTransient))
 }
 
 // --- credentials ----------------------------------------------------------
@@ -293,7 +269,7 @@ func TestBadCredentials(t *testing.T) {
 		os.WriteFile(path, []byte(`{"type":"service_account","private_key":"-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n"}`), 0o600)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 		_, err := openURIErr(uri)
-		ce := wantKind(t, "open with an unusable key file", err, core.ErrPermissionDenied)
+		ce := testkit.WantKind(t, "open with an unusable key file", err, core.ErrPermissionDenied)
 		t.Log(ce)
 		if strings.Contains(ce.Error(), "c2VjcmV0") {
 			t.Fatalf("the error carries the key: %v", ce)
@@ -315,7 +291,7 @@ func TestBadCredentials(t *testing.T) {
 		path, pk := serviceAccountKey(t, tok.URL)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 		_, err := openURIErr(uri)
-		ce := wantKind(t, "open with credentials the token endpoint refuses", err, core.ErrPermissionDenied)
+		ce := testkit.WantKind(t, "open with credentials the token endpoint refuses", err, core.ErrPermissionDenied)
 		t.Log(ce)
 		if calls.Load() == 0 {
 			t.Fatal("the token endpoint was never asked")
@@ -440,7 +416,7 @@ func TestLostResponseReadBack(t *testing.T) {
 
 	t.Run("replace", func(t *testing.T) {
 		p.set(nil)
-		v := mustPut(t, d, "r", "one")
+		v := testkit.MustPut(t, d, "r", "one")
 		n := loseFirst(isUpload, nil)
 		info, err := put(d, "r", "two", core.PutReplaceIfVersion, v.Version)
 		if err != nil || n.Load() < 2 {
@@ -455,24 +431,24 @@ func TestLostResponseReadBack(t *testing.T) {
 		// Our write lands, another writer replaces it, then the retry gets
 		// 412: whether our write happened cannot be told from the object.
 		p.set(nil)
-		v := mustPut(t, d, "o", "one")
+		v := testkit.MustPut(t, d, "o", "one")
 		loseFirst(isUpload, func() {
 			other := openURIWith(t, "gs://retain-test/lost", emu)
-			mustPut(t, other, "o", "someone else")
+			testkit.MustPut(t, other, "o", "someone else")
 		})
 		_, err := put(d, "o", "two", core.PutReplaceIfVersion, v.Version)
-		wantKind(t, "replace retried after being overtaken", err, core.ErrUnknown)
+		testkit.WantKind(t, "replace retried after being overtaken", err, core.ErrUnknown)
 	})
 
 	t.Run("delete-if-version", func(t *testing.T) {
 		p.set(nil)
-		v := mustPut(t, d, "dv", "one")
+		v := testkit.MustPut(t, d, "dv", "one")
 		n := loseFirst(func(r *http.Request) bool { return r.Method == http.MethodDelete }, nil)
 		if err := d.Delete(bg, "dv", core.DeleteOptions{IfVersion: v.Version}); err != nil || n.Load() < 2 {
 			t.Fatalf("delete whose first answer was lost: %v (%d delete requests)", err, n.Load())
 		}
 		_, err := d.Stat(bg, "dv")
-		wantKind(t, "stat after delete", err, core.ErrNotFound)
+		testkit.WantKind(t, "stat after delete", err, core.ErrNotFound)
 	})
 
 	t.Run("injected statuses", func(t *testing.T) {
@@ -486,9 +462,9 @@ func TestLostResponseReadBack(t *testing.T) {
 				return true
 			})
 			_, err := put(d, "s", "x", core.PutOverwrite, "")
-			wantKind(t, fmt.Sprintf("put answered %d", code), err, kind)
+			testkit.WantKind(t, fmt.Sprintf("put answered %d", code), err, kind)
 			_, err = d.Stat(bg, "s")
-			wantKind(t, fmt.Sprintf("stat answered %d", code), err, kind)
+			testkit.WantKind(t, fmt.Sprintf("stat answered %d", code), err, kind)
 		}
 		p.set(nil)
 	})
@@ -584,9 +560,9 @@ func TestProbe(t *testing.T) {
 	if left := objectsIn(t, emu, "retain-versioned", ""); len(left) > 0 {
 		t.Fatalf("the probes left %v", left)
 	}
-	info := mustPut(t, v, "k", "x")
+	info := testkit.MustPut(t, v, "k", "x")
 	err := v.Delete(bg, "k", core.DeleteOptions{IfVersion: info.Version})
-	wantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
+	testkit.WantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
 	if body, _ := read(t, v, "k"); body != "x" {
 		t.Fatal("an unsupported delete changed the object")
 	}
@@ -611,7 +587,7 @@ func TestListHidesProbeAndStripsPrefix(t *testing.T) {
 	for _, name := range []string{"a/b/.retain-probe/left", "a/bc", "a/b/x"} {
 		emu.Server.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "retain-test", Name: name}, Content: []byte("z")})
 	}
-	mustPut(t, d, "y", "1")
+	testkit.MustPut(t, d, "y", "1")
 	var keys []string
 	opts := core.ListOptions{PageSize: 1}
 	for pages := 0; ; pages++ {
@@ -660,7 +636,7 @@ func TestEndpointOption(t *testing.T) {
 	emu := startEmu(t, "retain-test")
 	t.Setenv(emulatorEnv, fmt.Sprintf("127.0.0.1:%d", emulator.FreePort(t)))
 	d := openURI(t, "gs://retain-test/ep?endpoint=http://"+emu.Host)
-	mustPut(t, d, "k", "v")
+	testkit.MustPut(t, d, "k", "v")
 	if body, _ := read(t, d, "k"); body != "v" {
 		t.Fatalf("read %q", body)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // --- helpers ------------------------------------------------------------
@@ -45,15 +46,6 @@ func putS(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info
 	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func mustPut(t *testing.T, d *Driver, key, body string) core.Info {
-	t.Helper()
-	info, err := putS(d, key, body, core.PutOverwrite, "")
-	if err != nil {
-		t.Fatalf("put %q: %v", key, err)
-	}
-	return info
-}
-
 func readS(t *testing.T, d *Driver, key string) (string, core.Info, error) {
 	t.Helper()
 	r, err := d.Get(bg, key)
@@ -75,20 +67,6 @@ func mustRead(t *testing.T, d *Driver, key string) (string, core.Info) {
 		t.Fatalf("get %q: %v", key, err)
 	}
 	return s, info
-}
-
-func wantKind(t *testing.T, what string, err error, kind core.Kind) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: got no error, want %v", what, kind)
-	}
-	var ce *core.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%s: error %v (%T) is not a *core.Error", what, err, err)
-	}
-	if ce.Kind != kind {
-		t.Fatalf("%s: got kind %v (%v), want %v", what, ce.Kind, err, kind)
-	}
 }
 
 // tree lists every path under root (relative), except the reserved dir.
@@ -135,23 +113,23 @@ func listAll(t *testing.T, d *Driver, prefix string) []string {
 
 func TestOpen(t *testing.T) {
 	_, err := Open("relative/path")
-	wantKind(t, "relative root", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "relative root", err, core.ErrInvalidArgument)
 
 	parent := t.TempDir()
 	// A missing root is refused and not created: a mistyped path must not
 	// become an empty store.
 	_, err = Open(filepath.Join(parent, "new"))
-	wantKind(t, "missing root", err, core.ErrNotFound)
+	testkit.WantKind(t, "missing root", err, core.ErrNotFound)
 	if _, serr := os.Stat(filepath.Join(parent, "new")); !os.IsNotExist(serr) {
 		t.Fatalf("open created the missing root: %v", serr)
 	}
 	_, err = Open(filepath.Join(parent, "missing", "root"))
-	wantKind(t, "missing parent", err, core.ErrNotFound)
+	testkit.WantKind(t, "missing parent", err, core.ErrNotFound)
 
 	file := filepath.Join(parent, "file")
 	os.WriteFile(file, nil, 0o644)
 	_, err = Open(file)
-	wantKind(t, "root is a file", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "root is a file", err, core.ErrInvalidArgument)
 
 	// Through the core.Adapter.
 	loc, err := core.ParseLocation("file://" + parent)
@@ -164,15 +142,15 @@ func TestOpen(t *testing.T) {
 	}
 	drv.Close()
 	_, err = Adapter.Open(bg, core.Location{Scheme: "s3", Bucket: "b"})
-	wantKind(t, "wrong scheme", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "wrong scheme", err, core.ErrInvalidArgument)
 	loc.Options = map[string]string{"bogus": "1"}
 	_, err = Adapter.Open(bg, loc)
-	wantKind(t, "unknown option", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "unknown option", err, core.ErrInvalidArgument)
 
 	d, _ := newT(t)
 	d.Close()
 	_, err = d.Stat(bg, "x")
-	wantKind(t, "stat after close", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "stat after close", err, core.ErrInvalidArgument)
 }
 
 func TestCapabilitiesLocal(t *testing.T) {
@@ -229,22 +207,22 @@ func TestInvalidKeys(t *testing.T) {
 	}
 	for _, k := range bad {
 		_, err := d.Get(bg, k)
-		wantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
 		_, err = d.Stat(bg, k)
-		wantKind(t, fmt.Sprintf("stat %q", k), err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("stat %q", k), err, core.ErrInvalidArgument)
 		for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 			_, err = putS(d, k, "x", m, "")
-			wantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrInvalidArgument)
+			testkit.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrInvalidArgument)
 		}
 		_, err = putS(d, k, "x", core.PutReplaceIfVersion, "v")
-		wantKind(t, fmt.Sprintf("replace %q", k), err, core.ErrInvalidArgument)
-		wantKind(t, fmt.Sprintf("delete %q", k), d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
-		wantKind(t, fmt.Sprintf("delete-if %q", k), d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("replace %q", k), err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("delete %q", k), d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("delete-if %q", k), d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrInvalidArgument)
 		res, err := d.DeleteMany(bg, []string{k})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("delete-many %q: %v %v", k, res, err)
 		}
-		wantKind(t, fmt.Sprintf("delete-many %q", k), res[0].Err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("delete-many %q", k), res[0].Err, core.ErrInvalidArgument)
 	}
 	// The reserved-name errors name the rule.
 	_, err := putS(d, ".retain-localfs/x", "x", core.PutOverwrite, "")
@@ -257,16 +235,16 @@ func TestInvalidKeys(t *testing.T) {
 	}
 	for _, p := range []string{"/a", "a//", "a\\"} {
 		_, err := d.List(bg, core.ListOptions{Prefix: p})
-		wantKind(t, fmt.Sprintf("list %q", p), err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("list %q", p), err, core.ErrInvalidArgument)
 	}
 	_, err = d.List(bg, core.ListOptions{PageSize: -1})
-	wantKind(t, "negative page size", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "negative page size", err, core.ErrInvalidArgument)
 	if got := tree(t, root); len(got) != 0 {
 		t.Fatalf("invalid keys wrote %v", got)
 	}
 	// A segment longer than the filesystem allows is a limit, not a crash.
 	_, err = putS(d, strings.Repeat("y", 300), "x", core.PutOverwrite, "")
-	wantKind(t, "300-byte segment", err, core.ErrLimitExceeded)
+	testkit.WantKind(t, "300-byte segment", err, core.ErrLimitExceeded)
 }
 
 // --- symlinks -------------------------------------------------------------
@@ -283,19 +261,19 @@ func TestSymlinkDirectoryRefused(t *testing.T) {
 		for _, k := range []string{link + "/x", link + "/new", link + "/sub/new"} {
 			for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 				_, err := putS(d, k, "pwned", m, "")
-				wantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrPermissionDenied)
+				testkit.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrPermissionDenied)
 				if !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), k) {
 					t.Errorf("error does not name the key and the symlink: %v", err)
 				}
 			}
 			_, err := putS(d, k, "pwned", core.PutReplaceIfVersion, "v")
-			wantKind(t, "replace "+k, err, core.ErrPermissionDenied)
+			testkit.WantKind(t, "replace "+k, err, core.ErrPermissionDenied)
 			_, _, err = readS(t, d, k)
-			wantKind(t, "get "+k, err, core.ErrPermissionDenied)
+			testkit.WantKind(t, "get "+k, err, core.ErrPermissionDenied)
 			_, err = d.Stat(bg, k)
-			wantKind(t, "stat "+k, err, core.ErrPermissionDenied)
-			wantKind(t, "delete "+k, d.Delete(bg, k, core.DeleteOptions{}), core.ErrPermissionDenied)
-			wantKind(t, "delete-if "+k, d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrPermissionDenied)
+			testkit.WantKind(t, "stat "+k, err, core.ErrPermissionDenied)
+			testkit.WantKind(t, "delete "+k, d.Delete(bg, k, core.DeleteOptions{}), core.ErrPermissionDenied)
+			testkit.WantKind(t, "delete-if "+k, d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrPermissionDenied)
 		}
 		// Listing any range that holds the link refuses, naming it; so
 		// does a prefix through it.
@@ -319,17 +297,17 @@ func TestSymlinkFileRefused(t *testing.T) {
 	os.Symlink(outside, filepath.Join(root, "f"))
 	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 		_, err := putS(d, "f", "pwned", m, "")
-		wantKind(t, fmt.Sprintf("put %v", m), err, core.ErrPermissionDenied)
+		testkit.WantKind(t, fmt.Sprintf("put %v", m), err, core.ErrPermissionDenied)
 	}
 	_, err := putS(d, "f", "pwned", core.PutReplaceIfVersion, "v")
-	wantKind(t, "replace", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "replace", err, core.ErrPermissionDenied)
 	_, _, err = readS(t, d, "f")
-	wantKind(t, "get", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "get", err, core.ErrPermissionDenied)
 	_, err = d.Stat(bg, "f")
-	wantKind(t, "stat", err, core.ErrPermissionDenied)
-	wantKind(t, "delete", d.Delete(bg, "f", core.DeleteOptions{}), core.ErrPermissionDenied)
+	testkit.WantKind(t, "stat", err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "delete", d.Delete(bg, "f", core.DeleteOptions{}), core.ErrPermissionDenied)
 	res, _ := d.DeleteMany(bg, []string{"f"})
-	wantKind(t, "delete-many", res[0].Err, core.ErrPermissionDenied)
+	testkit.WantKind(t, "delete-many", res[0].Err, core.ErrPermissionDenied)
 	if fi, err := os.Lstat(filepath.Join(root, "f")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Fatalf("the symlink itself was changed: %v %v", fi, err)
 	}
@@ -351,7 +329,7 @@ func wantListRefused(t *testing.T, d *Driver, prefix, path, what string) {
 	for i := 0; ; i++ {
 		page, err := d.List(bg, opts)
 		if err != nil {
-			wantKind(t, fmt.Sprintf("list %q", prefix), err, core.ErrPermissionDenied)
+			testkit.WantKind(t, fmt.Sprintf("list %q", prefix), err, core.ErrPermissionDenied)
 			var ce *core.Error
 			if !errors.As(err, &ce) || ce.Key != path || !strings.Contains(err.Error(), fmt.Sprintf("%q", path)) ||
 				!strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), fmt.Sprintf("listing of %q refuses", prefix)) {
@@ -381,7 +359,7 @@ func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "x"), []byte("secret"), 0o644)
 	for _, k := range []string{"a/1", "a/3", "a/5/x", "b/1", "c/1"} {
-		mustPut(t, d, k, "v")
+		testkit.MustPut(t, d, k, "v")
 	}
 	// Own names: skipped, never refused.
 	os.WriteFile(filepath.Join(root, "a/.retain-tmp-0123"), []byte("partial"), 0o644)
@@ -436,8 +414,8 @@ func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
 			// Reads, writes and deletes of the entry are refused or see no
 			// object; nothing was followed or changed.
 			if c.what == "symbolic link" {
-				wantKind(t, "delete", d.Delete(bg, c.path, core.DeleteOptions{}), core.ErrPermissionDenied)
-				wantKind(t, "delete under", d.Delete(bg, c.path+"/x", core.DeleteOptions{}), core.ErrPermissionDenied)
+				testkit.WantKind(t, "delete", d.Delete(bg, c.path, core.DeleteOptions{}), core.ErrPermissionDenied)
+				testkit.WantKind(t, "delete under", d.Delete(bg, c.path+"/x", core.DeleteOptions{}), core.ErrPermissionDenied)
 				if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 					t.Fatalf("the link was changed: %v %v", fi, err)
 				}
@@ -491,14 +469,14 @@ func TestPutModes(t *testing.T) {
 		t.Fatalf("info = %+v", i1)
 	}
 	_, err = putS(d, k, "two", core.PutCreateIfAbsent, "")
-	wantKind(t, "create over existing", err, core.ErrAlreadyExists)
+	testkit.WantKind(t, "create over existing", err, core.ErrAlreadyExists)
 	if s, info := mustRead(t, d, k); s != "one" || info.Version != i1.Version {
 		t.Fatalf("losing create changed the object: %q %+v", s, info)
 	}
 
 	// replace-if-version
 	_, err = putS(d, k, "two", core.PutReplaceIfVersion, "not-the-version")
-	wantKind(t, "replace wrong version", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace wrong version", err, core.ErrPreconditionFailed)
 	if s, _ := mustRead(t, d, k); s != "one" {
 		t.Fatalf("failed replace wrote %q", s)
 	}
@@ -510,27 +488,27 @@ func TestPutModes(t *testing.T) {
 		t.Fatal("replace kept the version")
 	}
 	_, err = putS(d, k, "three", core.PutReplaceIfVersion, i1.Version)
-	wantKind(t, "replace with the old version", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace with the old version", err, core.ErrPreconditionFailed)
 	_, err = putS(d, "dir/missing", "x", core.PutReplaceIfVersion, i1.Version)
-	wantKind(t, "replace missing", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace missing", err, core.ErrNotFound)
 	_, err = putS(d, "nodir/missing", "x", core.PutReplaceIfVersion, i1.Version)
-	wantKind(t, "replace missing dir", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace missing dir", err, core.ErrNotFound)
 	if _, err := os.Stat(filepath.Join(root, "nodir")); !os.IsNotExist(err) {
 		t.Fatalf("replace of a missing key created its directory: %v", err)
 	}
 
 	// invalid options
 	_, err = putS(d, k, "x", core.PutOverwrite, "v")
-	wantKind(t, "overwrite with IfVersion", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "overwrite with IfVersion", err, core.ErrInvalidArgument)
 	_, err = putS(d, k, "x", core.PutCreateIfAbsent, "v")
-	wantKind(t, "create with IfVersion", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "create with IfVersion", err, core.ErrInvalidArgument)
 	_, err = putS(d, k, "x", core.PutReplaceIfVersion, "")
-	wantKind(t, "replace without IfVersion", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "replace without IfVersion", err, core.ErrInvalidArgument)
 	_, err = putS(d, k, "x", core.PutMode(9), "")
-	wantKind(t, "unknown mode", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "unknown mode", err, core.ErrInvalidArgument)
 
 	// overwrite, then stat and get agree
-	i3 := mustPut(t, d, k, "three!")
+	i3 := testkit.MustPut(t, d, k, "three!")
 	st, err := d.Stat(bg, k)
 	if err != nil || st != i3 {
 		t.Fatalf("stat = %+v %v, put returned %+v", st, err, i3)
@@ -540,7 +518,7 @@ func TestPutModes(t *testing.T) {
 	}
 
 	// delete-if-version
-	wantKind(t, "delete wrong version", d.Delete(bg, k, core.DeleteOptions{IfVersion: i2.Version}), core.ErrPreconditionFailed)
+	testkit.WantKind(t, "delete wrong version", d.Delete(bg, k, core.DeleteOptions{IfVersion: i2.Version}), core.ErrPreconditionFailed)
 	if s, _ := mustRead(t, d, k); s != "three!" {
 		t.Fatal("failed delete-if-version changed the object")
 	}
@@ -548,10 +526,10 @@ func TestPutModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = readS(t, d, k)
-	wantKind(t, "get deleted", err, core.ErrNotFound)
+	testkit.WantKind(t, "get deleted", err, core.ErrNotFound)
 	_, err = d.Stat(bg, k)
-	wantKind(t, "stat deleted", err, core.ErrNotFound)
-	wantKind(t, "delete-if missing", d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}), core.ErrNotFound)
+	testkit.WantKind(t, "stat deleted", err, core.ErrNotFound)
+	testkit.WantKind(t, "delete-if missing", d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}), core.ErrNotFound)
 	if err := d.Delete(bg, k, core.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
@@ -575,24 +553,24 @@ func TestPutModes(t *testing.T) {
 
 func TestKeyAndDirectoryConflict(t *testing.T) {
 	d, _ := newT(t)
-	mustPut(t, d, "a", "file")
+	testkit.MustPut(t, d, "a", "file")
 	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 		_, err := putS(d, "a/b", "x", m, "")
-		wantKind(t, "put under an object", err, core.ErrInvalidArgument)
+		testkit.WantKind(t, "put under an object", err, core.ErrInvalidArgument)
 	}
 	_, _, err := readS(t, d, "a/b")
-	wantKind(t, "get under an object", err, core.ErrNotFound)
+	testkit.WantKind(t, "get under an object", err, core.ErrNotFound)
 	if err := d.Delete(bg, "a/b", core.DeleteOptions{}); err != nil {
 		t.Fatalf("delete under an object: %v", err)
 	}
 
-	mustPut(t, d, "x/y", "deep")
+	testkit.MustPut(t, d, "x/y", "deep")
 	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 		_, err := putS(d, "x", "x", m, "")
-		wantKind(t, fmt.Sprintf("put %v over a directory", m), err, core.ErrInvalidArgument)
+		testkit.WantKind(t, fmt.Sprintf("put %v over a directory", m), err, core.ErrInvalidArgument)
 	}
 	_, _, err = readS(t, d, "x")
-	wantKind(t, "get a directory", err, core.ErrNotFound)
+	testkit.WantKind(t, "get a directory", err, core.ErrNotFound)
 	// An empty directory is not a key and makes room for the object.
 	for i, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
 		k := fmt.Sprintf("empty%d", i)
@@ -617,7 +595,7 @@ func TestVersionChangesOnEveryWrite(t *testing.T) {
 			seen := map[string]int{}
 			prev := ""
 			for i := 0; i < 50; i++ {
-				info := mustPut(t, d, "v", "same bytes")
+				info := testkit.MustPut(t, d, "v", "same bytes")
 				if o.noXattr {
 					if !strings.HasPrefix(info.Version, "-.") {
 						t.Fatalf("version %q has an xattr part with xattrs off", info.Version)
@@ -648,7 +626,7 @@ func TestVersionChangesOnEveryWrite(t *testing.T) {
 				t.Fatalf("in-place rewrite kept version %q", after.Version)
 			}
 			_, err := putS(d, "v", "x", core.PutReplaceIfVersion, before.Version)
-			wantKind(t, "replace after a foreign write", err, core.ErrPreconditionFailed)
+			testkit.WantKind(t, "replace after a foreign write", err, core.ErrPreconditionFailed)
 			// Reading does not change it.
 			mustRead(t, d, "v")
 			if again, _ := d.Stat(bg, "v"); again.Version != after.Version {
@@ -664,7 +642,7 @@ func TestListOrderAndPaging(t *testing.T) {
 	d, root := newT(t)
 	keys := []string{"a.b", "a/b/c", "a/b.c", "a/bc", "a0", "a-1", "a~", "b", "a/b/d/e", "a/b-", "c/d", "a/ab"}
 	for _, k := range keys {
-		mustPut(t, d, k, "body of "+k)
+		testkit.MustPut(t, d, k, "body of "+k)
 	}
 	// Things that are not keys: temp files, the reserved dir, empty
 	// directories. (Symlinks and special files refuse the listing:
@@ -680,7 +658,7 @@ func TestListOrderAndPaging(t *testing.T) {
 	}
 	syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644)
 	_, _, err := readS(t, d, "fifo")
-	wantKind(t, "get of a fifo", err, core.ErrNotFound)
+	testkit.WantKind(t, "get of a fifo", err, core.ErrNotFound)
 	os.Remove(filepath.Join(root, "fifo"))
 
 	// Every prefix, StartAfter and page size against a brute-force answer.
@@ -783,10 +761,10 @@ func TestListManyPages(t *testing.T) {
 
 func TestDeleteManyAndPruning(t *testing.T) {
 	d, root := newT(t)
-	mustPut(t, d, "p/q/r/s", "1")
-	mustPut(t, d, "p/q/x", "2")
-	mustPut(t, d, "p/y", "3")
-	mustPut(t, d, "z", "4")
+	testkit.MustPut(t, d, "p/q/r/s", "1")
+	testkit.MustPut(t, d, "p/q/x", "2")
+	testkit.MustPut(t, d, "p/y", "3")
+	testkit.MustPut(t, d, "z", "4")
 	res, err := d.DeleteMany(bg, []string{"p/q/r/s", "missing", "../bad", "p/q/x", "z"})
 	if err != nil {
 		t.Fatal(err)
@@ -797,7 +775,7 @@ func TestDeleteManyAndPruning(t *testing.T) {
 			t.Fatalf("result %d is for %q", i, r.Key)
 		}
 		if i == 2 {
-			wantKind(t, "bad key in batch", r.Err, core.ErrInvalidArgument)
+			testkit.WantKind(t, "bad key in batch", r.Err, core.ErrInvalidArgument)
 		} else if r.Err != nil {
 			t.Fatalf("result %d: %v", i, r.Err)
 		}
@@ -809,7 +787,7 @@ func TestDeleteManyAndPruning(t *testing.T) {
 		t.Fatalf("list = %v", got)
 	}
 	_, err = d.DeleteMany(bg, make([]string, 1001))
-	wantKind(t, "batch over the limit", err, core.ErrLimitExceeded)
+	testkit.WantKind(t, "batch over the limit", err, core.ErrLimitExceeded)
 }
 
 // A create racing with the pruning of its directory must not fail.
@@ -855,13 +833,13 @@ func TestGates(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 		_, err = dd.AcquireGate(ctx, MetadataGate)
 		cancel()
-		wantKind(t, "acquire of a held gate", err, core.ErrTransient)
+		testkit.WantKind(t, "acquire of a held gate", err, core.ErrTransient)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("timeout error does not wrap DeadlineExceeded: %v", err)
 		}
 	}
-	wantKind(t, "release with a wrong token", d.ReleaseGate(bg, core.GateLease{Name: MetadataGate, Token: "nope"}), core.ErrPreconditionFailed)
-	wantKind(t, "release from another driver", other.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+	testkit.WantKind(t, "release with a wrong token", d.ReleaseGate(bg, core.GateLease{Name: MetadataGate, Token: "nope"}), core.ErrPreconditionFailed)
+	testkit.WantKind(t, "release from another driver", other.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
 
 	got := make(chan core.GateLease)
 	go func() {
@@ -880,14 +858,14 @@ func TestGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2 := <-got
-	wantKind(t, "double release", d.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+	testkit.WantKind(t, "double release", d.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
 	if err := other.ReleaseGate(bg, l2); err != nil {
 		t.Fatal(err)
 	}
 
 	_, err = d.AcquireGate(bg, "nope")
-	wantKind(t, "undeclared gate", err, core.ErrUnsupported)
-	wantKind(t, "release undeclared gate", d.ReleaseGate(bg, core.GateLease{Name: "nope", Token: "x"}), core.ErrUnsupported)
+	testkit.WantKind(t, "undeclared gate", err, core.ErrUnsupported)
+	testkit.WantKind(t, "release undeclared gate", d.ReleaseGate(bg, core.GateLease{Name: "nope", Token: "x"}), core.ErrUnsupported)
 
 	// Close releases a held gate.
 	if _, err := other.AcquireGate(bg, MetadataGate); err != nil {
@@ -921,15 +899,15 @@ func TestUntrustedFilesystems(t *testing.T) {
 				t.Errorf("gates declared: %+v", c.Gates)
 			}
 			_, err := putS(d, "k/new", "x", core.PutCreateIfAbsent, "")
-			wantKind(t, "create-if-absent", err, core.ErrUnsupported)
+			testkit.WantKind(t, "create-if-absent", err, core.ErrUnsupported)
 			if got := tree(t, root); len(got) != 0 {
 				t.Fatalf("unsupported create wrote %v", got)
 			}
-			mustPut(t, d, "k/old", "x") // overwrite still works
+			testkit.MustPut(t, d, "k/old", "x") // overwrite still works
 			info, _ := d.Stat(bg, "k/old")
 			_, err = putS(d, "k/old", "y", core.PutReplaceIfVersion, info.Version)
-			wantKind(t, "replace-if-version", err, core.ErrUnsupported)
-			wantKind(t, "delete-if-version", d.Delete(bg, "k/old", core.DeleteOptions{IfVersion: info.Version}), core.ErrUnsupported)
+			testkit.WantKind(t, "replace-if-version", err, core.ErrUnsupported)
+			testkit.WantKind(t, "delete-if-version", d.Delete(bg, "k/old", core.DeleteOptions{IfVersion: info.Version}), core.ErrUnsupported)
 			if s, _ := mustRead(t, d, "k/old"); s != "x" {
 				t.Fatalf("unsupported replace wrote %q", s)
 			}
@@ -937,11 +915,11 @@ func TestUntrustedFilesystems(t *testing.T) {
 				t.Fatalf("tree %v", got)
 			}
 			_, err = d.AcquireGate(bg, MetadataGate)
-			wantKind(t, "gate", err, core.ErrUnsupported)
+			testkit.WantKind(t, "gate", err, core.ErrUnsupported)
 			// The core refuses too.
 			s, _ := core.NewStore(bg, "localfs", d)
 			_, err = s.PutBytes(bg, "k/new", []byte("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
-			wantKind(t, "store create", err, core.ErrUnsupported)
+			testkit.WantKind(t, "store create", err, core.ErrUnsupported)
 		})
 	}
 	t.Run("fat", func(t *testing.T) {
@@ -955,7 +933,7 @@ func TestUntrustedFilesystems(t *testing.T) {
 				t.Errorf("replace/delete = %+v %+v", c.ReplaceIfVersion, c.DeleteIfVersion)
 			}
 			_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
-			wantKind(t, "create on fat", err, core.ErrUnsupported)
+			testkit.WantKind(t, "create on fat", err, core.ErrUnsupported)
 		}
 	})
 	t.Run("probes", func(t *testing.T) {
@@ -966,7 +944,7 @@ func TestUntrustedFilesystems(t *testing.T) {
 			t.Errorf("create after a failed link probe = %+v", c.CreateIfAbsent)
 		}
 		_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
-		wantKind(t, "create after a failed link probe", err, core.ErrUnsupported)
+		testkit.WantKind(t, "create after a failed link probe", err, core.ErrUnsupported)
 		if got := tree(t, root); len(got) != 0 {
 			t.Fatalf("wrote %v", got)
 		}
@@ -992,12 +970,12 @@ func TestUntrustedFilesystems(t *testing.T) {
 
 func TestContext(t *testing.T) {
 	d, _ := newT(t)
-	mustPut(t, d, "k", "v")
+	testkit.MustPut(t, d, "k", "v")
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	check := func(what string, err error, cause error) {
 		t.Helper()
-		wantKind(t, what, err, core.ErrTransient)
+		testkit.WantKind(t, what, err, core.ErrTransient)
 		if !errors.Is(err, cause) {
 			t.Fatalf("%s: %v does not wrap %v", what, err, cause)
 		}
@@ -1041,7 +1019,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 func TestLostUpdateGoroutines(t *testing.T) {
 	d, root := newT(t)
 	d2 := openT(t, root, openOptions{})
-	mustPut(t, d, "ctr", "0")
+	testkit.MustPut(t, d, "ctr", "0")
 	const workers, incs = 4, 40
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

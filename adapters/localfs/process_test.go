@@ -16,6 +16,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // The multi-process tests re-execute this test binary as workers: with
@@ -193,7 +194,7 @@ func TestLostUpdateAcrossProcesses(t *testing.T) {
 	const procs, incs = 4, 100
 	root := t.TempDir()
 	d := openT(t, root, openOptions{})
-	mustPut(t, d, "counter", "0")
+	testkit.MustPut(t, d, "counter", "0")
 	start := time.Now()
 	ws := startWorkers(t, "incr", root, procs, envIncs+"="+strconv.Itoa(incs))
 	waitWorkers(t, ws)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // snapshot lists every entry under root, hidden ones and the reserved
@@ -106,7 +107,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 			// Writes are refused.
 			ro := func(what string, err error) {
 				t.Helper()
-				wantKind(t, what, err, core.ErrPermissionDenied)
+				testkit.WantKind(t, what, err, core.ErrPermissionDenied)
 				if !strings.Contains(err.Error(), "store opened read-only") {
 					t.Errorf("%s: %v", what, err)
 				}
@@ -141,7 +142,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 // reserved directory and temp files from List.
 func TestOpenReadOnlyHidesReserved(t *testing.T) {
 	d, root := newT(t)
-	mustPut(t, d, "a/b", "x")
+	testkit.MustPut(t, d, "a/b", "x")
 	if err := os.WriteFile(filepath.Join(root, "a", tmpPrefix+"left"), []byte("t"), 0o644); err != nil {
 		t.Fatal(err)
 	}

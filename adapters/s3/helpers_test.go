@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 var bg = context.Background()
@@ -33,28 +33,12 @@ func rawClient(e *emulator.S3) *awss3.Client {
 // creates the bucket.
 func useEmulator(t testing.TB, e *emulator.S3, bucket string) *awss3.Client {
 	t.Helper()
-	isolateAWS(t)
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	c := rawClient(e)
 	if _, err := c.CreateBucket(bg, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("create bucket %s on %s: %v", bucket, e.Name, err)
 	}
 	return c
-}
-
-// isolateAWS keeps the machine's AWS files, profile and instance metadata
-// out of a test.
-func isolateAWS(t testing.TB) {
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", dir+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", dir+"/credentials")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_PROFILE", "")
-	for _, k := range []string{"AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "")
-	}
 }
 
 // openT opens the adapter on s3://bucket/prefix?query.
@@ -74,15 +58,6 @@ func openT(t testing.TB, uri string) *Driver {
 
 func putS(d core.Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
 	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
-}
-
-func mustPut(t testing.TB, d core.Driver, key, body string) core.Info {
-	t.Helper()
-	info, err := putS(d, key, body, core.PutOverwrite, "")
-	if err != nil {
-		t.Fatalf("put %q: %v", key, err)
-	}
-	return info
 }
 
 func readS(d core.Driver, key string) (string, core.Info, error) {
@@ -110,18 +85,7 @@ func wantBody(t testing.TB, d core.Driver, key, want string) core.Info {
 func wantAbsent(t testing.TB, d core.Driver, key string) {
 	t.Helper()
 	_, err := d.Stat(bg, key)
-	wantKind(t, "stat "+key, err, core.ErrNotFound)
-}
-
-func wantKind(t testing.TB, what string, err error, kind core.Kind) {
-	t.Helper()
-	if !errors.Is(err, kind) {
-		t.Fatalf("%s: want %s, got %v (kind %s)", what, kind, err, core.KindOf(err))
-	}
-	var ce *core.Error
-	if !errors.As(err, &ce) {
-		t.Fatalf("%s: %T is not a *core.Error", what, err)
-	}
+	testkit.WantKind(t, "stat "+key, err, core.ErrNotFound)
 }
 
 // wrappedGoFakeS3 serves gofakes3 over a memory backend, with the backend

@@ -10,6 +10,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // A read-only open sends no write to the endpoint (no probe object under
@@ -66,7 +67,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 
 	ro := func(what string, err error) {
 		t.Helper()
-		wantKind(t, what, err, core.ErrPermissionDenied)
+		testkit.WantKind(t, what, err, core.ErrPermissionDenied)
 		if !strings.Contains(err.Error(), "store opened read-only") {
 			t.Errorf("%s: %v", what, err)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // Error mapping against real emulator answers: every case the contract
@@ -31,9 +32,9 @@ func TestErrorMapping(t *testing.T) {
 			d := openT(t, "s3://errs/p")
 
 			_, err := d.Get(bg, "missing")
-			wantKind(t, "get missing", err, core.ErrNotFound)
+			testkit.WantKind(t, "get missing", err, core.ErrNotFound)
 			_, err = d.Stat(bg, "missing")
-			wantKind(t, "stat missing", err, core.ErrNotFound)
+			testkit.WantKind(t, "stat missing", err, core.ErrNotFound)
 			if err := d.Delete(bg, "missing", core.DeleteOptions{}); err != nil {
 				t.Fatalf("unconditional delete of a missing key: %v", err)
 			}
@@ -43,7 +44,7 @@ func TestErrorMapping(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = putS(d, "k", "two", core.PutCreateIfAbsent, "")
-			wantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
+			testkit.WantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
 			wantBody(t, d, "k", "one")
 
 			v2, err := putS(d, "k", "two", core.PutReplaceIfVersion, v1.Version)
@@ -51,45 +52,45 @@ func TestErrorMapping(t *testing.T) {
 				t.Fatalf("replace with the current version: %+v, %v", v2, err)
 			}
 			_, err = putS(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-			wantKind(t, "replace with a stale version", err, core.ErrPreconditionFailed)
+			testkit.WantKind(t, "replace with a stale version", err, core.ErrPreconditionFailed)
 			wantBody(t, d, "k", "two")
 			_, err = putS(d, "gone", "x", core.PutReplaceIfVersion, v1.Version)
-			wantKind(t, "replace of a missing key", err, core.ErrNotFound)
+			testkit.WantKind(t, "replace of a missing key", err, core.ErrNotFound)
 			wantAbsent(t, d, "gone")
 			// A token that cannot be an ETag matches nothing.
 			_, err = putS(d, "k", "x", core.PutReplaceIfVersion, `bad"token`)
-			wantKind(t, "replace with a malformed version", err, core.ErrPreconditionFailed)
+			testkit.WantKind(t, "replace with a malformed version", err, core.ErrPreconditionFailed)
 			_, err = putS(d, "gone", "x", core.PutReplaceIfVersion, `bad"token`)
-			wantKind(t, "replace of a missing key with a malformed version", err, core.ErrNotFound)
+			testkit.WantKind(t, "replace of a missing key with a malformed version", err, core.ErrNotFound)
 
 			if d.caps.DeleteIfVersion.Level == core.LevelNone {
 				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version})
-				wantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
+				testkit.WantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
 				wantBody(t, d, "k", "two")
 			} else {
 				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version})
-				wantKind(t, "delete with a stale version", err, core.ErrPreconditionFailed)
+				testkit.WantKind(t, "delete with a stale version", err, core.ErrPreconditionFailed)
 				wantBody(t, d, "k", "two")
 				if err := d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
 					t.Fatalf("delete with the current version: %v", err)
 				}
 				wantAbsent(t, d, "k")
 				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version})
-				wantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
+				testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
 			}
 
 			for _, k := range []string{"", "/abs", "a//b", "a/../b", "nul\x00", ".retain-probe", ".retain-probe/x"} {
 				_, err := putS(d, k, "x", core.PutOverwrite, "")
-				wantKind(t, fmt.Sprintf("put %q", k), err, core.ErrInvalidArgument)
+				testkit.WantKind(t, fmt.Sprintf("put %q", k), err, core.ErrInvalidArgument)
 				_, err = d.Get(bg, k)
-				wantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
+				testkit.WantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
 				err = d.Delete(bg, k, core.DeleteOptions{})
-				wantKind(t, fmt.Sprintf("delete %q", k), err, core.ErrInvalidArgument)
+				testkit.WantKind(t, fmt.Sprintf("delete %q", k), err, core.ErrInvalidArgument)
 			}
 			_, err = d.List(bg, core.ListOptions{Prefix: "a//"})
-			wantKind(t, "list of an invalid prefix", err, core.ErrInvalidArgument)
+			testkit.WantKind(t, "list of an invalid prefix", err, core.ErrInvalidArgument)
 			_, err = d.AcquireGate(bg, "metadata")
-			wantKind(t, "acquire a gate", err, core.ErrUnsupported)
+			testkit.WantKind(t, "acquire a gate", err, core.ErrUnsupported)
 		})
 	}
 }
@@ -106,7 +107,7 @@ func TestPreconditionFailedOnMissingKey(t *testing.T) {
 	}
 	d := openT(t, "s3://b412/p")
 	_, err = putS(d, "missing", "x", core.PutReplaceIfVersion, "5d41402abc4b2a76b9719d911017c592")
-	wantKind(t, "replace of a missing key answered 412", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace of a missing key answered 412", err, core.ErrNotFound)
 	wantAbsent(t, d, "missing")
 }
 
@@ -124,7 +125,7 @@ func TestConditionalDeleteOfMissingKeyVersitygw(t *testing.T) {
 		t.Fatal("the probe did not notice that versitygw answers success to a conditional delete of a missing key")
 	}
 	err := d.Delete(bg, "missing", core.DeleteOptions{IfVersion: "5d41402abc4b2a76b9719d911017c592"})
-	wantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
 }
 
 // conflictBackend answers 409 ConditionalRequestConflict, as AWS does to a
@@ -154,20 +155,20 @@ func TestConditionalRequestConflict(t *testing.T) {
 	d := openT(t, "s3://b409/p")
 
 	_, err = putS(d, "conflict/absent", "x", core.PutCreateIfAbsent, "")
-	wantKind(t, "create answered 409 on an absent key", err, core.ErrTransient)
+	testkit.WantKind(t, "create answered 409 on an absent key", err, core.ErrTransient)
 	if !strings.Contains(err.Error(), "did not happen") {
 		t.Errorf("the 409 message does not say the write did not happen: %v", err)
 	}
 	wantAbsent(t, d, "conflict/absent")
 
-	v := mustPut(t, d, "conflict/present", "theirs")
+	v := testkit.MustPut(t, d, "conflict/present", "theirs")
 	_, err = putS(d, "conflict/present", "mine", core.PutCreateIfAbsent, "")
-	wantKind(t, "create answered 409 on an existing key", err, core.ErrAlreadyExists)
+	testkit.WantKind(t, "create answered 409 on an existing key", err, core.ErrAlreadyExists)
 	_, err = putS(d, "conflict/present", "mine", core.PutReplaceIfVersion, v.Version)
-	wantKind(t, "replace answered 409", err, core.ErrPreconditionFailed)
+	testkit.WantKind(t, "replace answered 409", err, core.ErrPreconditionFailed)
 	wantBody(t, d, "conflict/present", "theirs")
 	_, err = putS(d, "conflict/absent", "mine", core.PutReplaceIfVersion, v.Version)
-	wantKind(t, "replace answered 409 on a missing key", err, core.ErrNotFound)
+	testkit.WantKind(t, "replace answered 409 on a missing key", err, core.ErrNotFound)
 }
 
 // loseFirstResponse performs the first conditional PUT under "p/lost/" and
@@ -256,7 +257,7 @@ func TestRetriedConditionalWriteOutcomeUnknown(t *testing.T) {
 	d := openT(t, "s3://bunk/p")
 
 	_, err := putS(d, "lost/k", "mine", core.PutCreateIfAbsent, "")
-	wantKind(t, "create retried after a lost answer, key overwritten since", err, core.ErrTransient)
+	testkit.WantKind(t, "create retried after a lost answer, key overwritten since", err, core.ErrTransient)
 	if !strings.Contains(err.Error(), "unknown") {
 		t.Errorf("message does not say the outcome is unknown: %v", err)
 	}
@@ -291,11 +292,11 @@ func TestProbeFindsIgnoredConditionalWrites(t *testing.T) {
 		t.Errorf("delete-if-version declared %s", c.DeleteIfVersion)
 	}
 	_, err := putS(d, "k", "x", core.PutCreateIfAbsent, "")
-	wantKind(t, "create declared none", err, core.ErrUnsupported)
+	testkit.WantKind(t, "create declared none", err, core.ErrUnsupported)
 	wantAbsent(t, d, "k")
-	v := mustPut(t, d, "k", "orig")
+	v := testkit.MustPut(t, d, "k", "orig")
 	_, err = putS(d, "k", "new", core.PutReplaceIfVersion, v.Version)
-	wantKind(t, "replace declared none", err, core.ErrUnsupported)
+	testkit.WantKind(t, "replace declared none", err, core.ErrUnsupported)
 	wantBody(t, d, "k", "orig")
 	wantNoProbeLeft(t, raw, "bign")
 }
@@ -334,10 +335,10 @@ func TestModes(t *testing.T) {
 		}
 	}
 	_, err := putS(off, "k", "x", core.PutCreateIfAbsent, "")
-	wantKind(t, "create with conditional-write=off", err, core.ErrUnsupported)
+	testkit.WantKind(t, "create with conditional-write=off", err, core.ErrUnsupported)
 	wantAbsent(t, off, "k")
-	v := mustPut(t, off, "k", "orig")
-	wantKind(t, "delete-if-version with conditional-delete=off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
+	v := testkit.MustPut(t, off, "k", "orig")
+	testkit.WantKind(t, "delete-if-version with conditional-delete=off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
 	wantBody(t, off, "k", "orig")
 
 	// on: no probe request at all, so even a missing bucket opens.
@@ -353,7 +354,7 @@ func TestNoSuchBucket(t *testing.T) {
 	useEmulator(t, e, "exists")
 	loc, _ := core.ParseLocation("s3://no-such-bucket/p")
 	_, err := Open(bg, loc)
-	wantKind(t, "open (probe) of a missing bucket", err, core.ErrNotFound)
+	testkit.WantKind(t, "open (probe) of a missing bucket", err, core.ErrNotFound)
 	if !strings.Contains(err.Error(), `bucket "no-such-bucket" does not exist`) {
 		t.Errorf("message does not name the bucket: %v", err)
 	}
@@ -363,16 +364,16 @@ func TestNoSuchBucket(t *testing.T) {
 		"list": func() error { _, err := d.List(bg, core.ListOptions{}); return err }(),
 		"get":  func() error { _, err := d.Get(bg, "k"); return err }(),
 	} {
-		wantKind(t, what+" in a missing bucket", err, core.ErrNotFound)
+		testkit.WantKind(t, what+" in a missing bucket", err, core.ErrNotFound)
 		if !strings.Contains(err.Error(), `bucket "no-such-bucket" does not exist`) {
 			t.Errorf("%s: message does not name the bucket: %v", what, err)
 		}
 	}
 	// HEAD answers carry no error code: still not found.
 	_, err = d.Stat(bg, "k")
-	wantKind(t, "stat in a missing bucket", err, core.ErrNotFound)
+	testkit.WantKind(t, "stat in a missing bucket", err, core.ErrNotFound)
 	res, err := d.DeleteMany(bg, []string{"a", "b"})
-	wantKind(t, "delete-many in a missing bucket", err, core.ErrNotFound)
+	testkit.WantKind(t, "delete-many in a missing bucket", err, core.ErrNotFound)
 	if res != nil {
 		t.Errorf("delete-many returned results with a whole-call error: %+v", res)
 	}
@@ -386,7 +387,7 @@ func TestBadCredentials(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "creds")
 	good := openT(t, "s3://creds/p")
-	mustPut(t, good, "k", "x")
+	testkit.MustPut(t, good, "k", "x")
 
 	for name, env := range map[string]map[string]string{
 		"wrong secret":     {"AWS_SECRET_ACCESS_KEY": "not-the-secret-key-at-all"},
@@ -421,10 +422,10 @@ func TestBadCredentials(t *testing.T) {
 					// XAdminUserNotFound; a HEAD answer has no body to
 					// carry the code, so Stat cannot tell it from a
 					// missing key (documented in docs/backend-s3.md).
-					wantKind(t, "stat with an unknown key id on versitygw", err, core.ErrNotFound)
+					testkit.WantKind(t, "stat with an unknown key id on versitygw", err, core.ErrNotFound)
 					continue
 				}
-				wantKind(t, fmt.Sprintf("call %d with %s", i, name), err, core.ErrPermissionDenied)
+				testkit.WantKind(t, fmt.Sprintf("call %d with %s", i, name), err, core.ErrPermissionDenied)
 				for _, secret := range []string{e.SecretKey, "not-the-secret-key-at-all", e.AccessKey} {
 					if strings.Contains(err.Error(), secret) {
 						t.Errorf("error carries a credential: %v", err)
@@ -444,7 +445,7 @@ func TestBadCredentials(t *testing.T) {
 // Options: unknown ones are refused by name; an endpoint with user info is
 // refused without echoing it.
 func TestOptions(t *testing.T) {
-	isolateAWS(t)
+	testkit.IsolateAWS(t, nil)
 	t.Setenv("AWS_REGION", "us-east-1")
 	for uri, want := range map[string]string{
 		"s3://b/p?colour=blue&zone=2":                     "unknown option(s) colour, zone",
@@ -459,7 +460,7 @@ func TestOptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = Open(bg, loc)
-		wantKind(t, uri, err, core.ErrInvalidArgument)
+		testkit.WantKind(t, uri, err, core.ErrInvalidArgument)
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v does not say %q", uri, err, want)
 		}
@@ -469,16 +470,16 @@ func TestOptions(t *testing.T) {
 	}
 	t.Setenv("AWS_ENDPOINT_URL", "http://user:hunter2@host:9000")
 	_, err := Open(bg, core.Location{Scheme: "s3", Bucket: "b"})
-	wantKind(t, "AWS_ENDPOINT_URL with user info", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "AWS_ENDPOINT_URL with user info", err, core.ErrInvalidArgument)
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("the error echoes the secret: %v", err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	t.Setenv("AWS_REGION", "")
 	_, err = Open(bg, core.Location{Scheme: "s3", Bucket: "b", Options: map[string]string{"conditional-write": "on", "conditional-delete": "on"}})
-	wantKind(t, "no region and no endpoint", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "no region and no endpoint", err, core.ErrInvalidArgument)
 	_, err = Open(bg, core.Location{Scheme: "gs", Bucket: "b"})
-	wantKind(t, "a gs:// location", err, core.ErrInvalidArgument)
+	testkit.WantKind(t, "a gs:// location", err, core.ErrInvalidArgument)
 }
 
 // List: prefix stripped, byte order, paging with start-after, and the
@@ -493,7 +494,7 @@ func TestList(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"z", "a/b", "a.b", "a0"} {
-		mustPut(t, d, k, k)
+		testkit.MustPut(t, d, k, k)
 	}
 	// Outside the store's prefix: never listed.
 	if _, err := raw.PutObject(bg, &awss3.PutObjectInput{Bucket: aws.String("lists"), Key: aws.String("pz"), Body: strings.NewReader("x")}); err != nil {
@@ -535,8 +536,8 @@ func TestDeleteMany(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "delmany")
 	d := openT(t, "s3://delmany/p")
-	mustPut(t, d, "a", "a")
-	mustPut(t, d, "b", "b")
+	testkit.MustPut(t, d, "a", "a")
+	testkit.MustPut(t, d, "b", "b")
 	keys := []string{"a", "missing", "a/../x", "b", "a"}
 	res, err := d.DeleteMany(bg, keys)
 	if err != nil {
@@ -547,7 +548,7 @@ func TestDeleteMany(t *testing.T) {
 			t.Fatalf("result %d names %q", i, r.Key)
 		}
 		if i == 2 {
-			wantKind(t, "invalid key", r.Err, core.ErrInvalidArgument)
+			testkit.WantKind(t, "invalid key", r.Err, core.ErrInvalidArgument)
 		} else if r.Err != nil {
 			t.Fatalf("%q: %v", r.Key, r.Err)
 		}
@@ -555,7 +556,7 @@ func TestDeleteMany(t *testing.T) {
 	wantAbsent(t, d, "a")
 	wantAbsent(t, d, "b")
 	_, err = d.DeleteMany(bg, make([]string, maxDeleteBatch+1))
-	wantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
+	testkit.WantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
 }
 
 // A body of unknown length over the in-memory spool size goes through a
@@ -604,7 +605,7 @@ func TestServiceSpecificEndpoint(t *testing.T) {
 	if d.endpoint != e.Endpoint || !strings.Contains(d.caps.Notes[0], "path-style") {
 		t.Fatalf("endpoint %q, notes %q", d.endpoint, d.caps.Notes[0])
 	}
-	mustPut(t, d, "k", "x")
+	testkit.MustPut(t, d, "k", "x")
 }
 
 // Credentials that may write but not delete conditionally (AWS needs

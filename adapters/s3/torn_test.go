@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // etagSwapper answers GETs of keys containing "torn" with the ETag of
@@ -51,7 +52,7 @@ func TestTornReadRefused(t *testing.T) {
 	if !d.verifyMD5 {
 		t.Fatal("the probe should have found ETags to be MD5s on gofakes3")
 	}
-	mustPut(t, d, "torn/k", "hello")
+	testkit.MustPut(t, d, "torn/k", "hello")
 	r, err := d.Get(bg, "torn/k")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +62,6 @@ func TestTornReadRefused(t *testing.T) {
 	if !errors.Is(err, core.ErrTransient) || !strings.Contains(err.Error(), "torn read") {
 		t.Fatalf("a body under another version's ETag: want a transient torn-read error, got %v", err)
 	}
-	mustPut(t, d, "fine/k", "hello")
+	testkit.MustPut(t, d, "fine/k", "hello")
 	wantBody(t, d, "fine/k", "hello")
 }

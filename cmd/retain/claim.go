@@ -40,54 +40,51 @@ func (a *app) claimCmd() *cobra.Command {
 		Short: "Show who holds the store's retention claim, or that it is free",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := a.openStoreReadOnly(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			st := claimStatus{Store: args[0]}
-			p, info, err := claim.Read(cmd.Context(), s)
-			var ue *claim.UnreadableError
-			switch {
-			case errors.Is(err, core.ErrNotFound):
-			case errors.As(err, &ue):
-				// Reported, not failed on: status is how the operator
-				// learns the version the way out needs.
-				st.Held, st.Version = true, ue.Version
-				st.Unreadable = &unreadableClaim{Unreadable: ue.Unreadable, Next: ue.TakeoverCommand(args[0])}
-			case err != nil:
-				return err
-			default:
-				st.Held, st.Holder, st.Version = true, p, info.Version
-				st.Age = time.Since(p.CreatedAt).Round(time.Second).String()
-				if d := claim.DeadHere("", p); d != "" {
-					st.Dead, st.Next = d, claim.NextCommands(args[0], p)
+			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store, _ core.Location) (*claimStatus, error) {
+				st := claimStatus{Store: args[0]}
+				p, info, err := claim.Read(cmd.Context(), s)
+				var ue *claim.UnreadableError
+				switch {
+				case errors.Is(err, core.ErrNotFound):
+				case errors.As(err, &ue):
+					// Reported, not failed on: status is how the operator
+					// learns the version the way out needs.
+					st.Held, st.Version = true, ue.Version
+					st.Unreadable = &unreadableClaim{Unreadable: ue.Unreadable, Next: ue.TakeoverCommand(args[0])}
+				case err != nil:
+					return nil, err
+				default:
+					st.Held, st.Holder, st.Version = true, p, info.Version
+					st.Age = time.Since(p.CreatedAt).Round(time.Second).String()
+					if d := claim.DeadHere("", p); d != "" {
+						st.Dead, st.Next = d, claim.NextCommands(args[0], p)
+					}
 				}
-			}
-			if a.jsonOut {
-				return a.printJSON(st)
-			}
-			if !st.Held {
-				fmt.Fprintf(a.stdout, "%s: free (no %s)\n", args[0], claim.Key)
-				return nil
-			}
-			if u := st.Unreadable; u != nil {
-				fmt.Fprintf(a.stdout, "%s: held by an UNREADABLE claim object\n  object     %s, version %s, %d bytes, sha256 %s\n  problem    it %s; nothing in it names an owner\n  way out    once you have made sure no retention operation is running on this store:\n             %s\n",
-					args[0], claim.Key, u.Version, u.Size, u.SHA256, u.Why, u.Next)
-				return nil
-			}
-			fmt.Fprintf(a.stdout, "%s: held\n  operation  %s (%s)\n  actor      %s\n  since      %s (%s ago)\n  host       %s pid %d\n  token      %s\n",
-				args[0], p.OperationID, p.Action, p.Actor, p.CreatedAt.Format(time.RFC3339), st.Age, p.Host, p.PID, p.OwnerToken)
-			if p.Takeover != nil {
-				fmt.Fprintf(a.stdout, "  took over  %s: %s (%s)\n", p.Takeover.PreviousOperationID, p.Takeover.Reason, p.Takeover.Proof)
-			}
-			if st.Dead != "" {
-				fmt.Fprintf(a.stdout, "  NOT RUNNING the holder is gone (%s)\n", st.Dead)
-				for _, n := range st.Next {
-					fmt.Fprintf(a.stdout, "  next       %s\n", n)
+				return &st, nil
+			}, func(st *claimStatus) error {
+				if !st.Held {
+					fmt.Fprintf(a.stdout, "%s: free (no %s)\n", args[0], claim.Key)
+					return nil
 				}
-			}
-			return nil
+				if u := st.Unreadable; u != nil {
+					fmt.Fprintf(a.stdout, "%s: held by an UNREADABLE claim object\n  object     %s, version %s, %d bytes, sha256 %s\n  problem    it %s; nothing in it names an owner\n  way out    once you have made sure no retention operation is running on this store:\n             %s\n",
+						args[0], claim.Key, u.Version, u.Size, u.SHA256, u.Why, u.Next)
+					return nil
+				}
+				p := st.Holder
+				fmt.Fprintf(a.stdout, "%s: held\n  operation  %s (%s)\n  actor      %s\n  since      %s (%s ago)\n  host       %s pid %d\n  token      %s\n",
+					args[0], p.OperationID, p.Action, p.Actor, p.CreatedAt.Format(time.RFC3339), st.Age, p.Host, p.PID, p.OwnerToken)
+				if p.Takeover != nil {
+					fmt.Fprintf(a.stdout, "  took over  %s: %s (%s)\n", p.Takeover.PreviousOperationID, p.Takeover.Reason, p.Takeover.Proof)
+				}
+				if st.Dead != "" {
+					fmt.Fprintf(a.stdout, "  NOT RUNNING the holder is gone (%s)\n", st.Dead)
+					for _, n := range st.Next {
+						fmt.Fprintf(a.stdout, "  next       %s\n", n)
+					}
+				}
+				return nil
+			})
 		},
 	}
 	var token, reason, attested, unreadable string

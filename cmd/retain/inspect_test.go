@@ -16,6 +16,7 @@ import (
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 const fixturesDir = "../../core/lance/testdata"
@@ -527,16 +528,7 @@ func TestInspectNotADataset(t *testing.T) {
 // through the bundled s3 adapter, as a plugin of the binary.
 func TestInspectS3(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	iso := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", iso+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", iso+"/credentials")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "")
-	}
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	ctx := context.Background()
 	loc, err := core.ParseLocation("s3://retain-inspect/db/t.lance")
 	if err != nil {

@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // s3Sync copies every object of bucket src to bucket dst server-side, as
@@ -46,17 +45,7 @@ func s3Sync(t *testing.T, c *awss3.Client, src, dst string) int {
 // pinned manifest missing after the migration and cleanup refused dst.)
 func TestSyncedBucketStaysCleanable(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	dir := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "") // restored after the test
-		os.Unsetenv(k)  // unset, not empty: Lance reads an empty AWS_* as a value
-	}
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	c := awss3.New(awss3.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), UsePathStyle: true,
 		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: e.AccessKey, SecretAccessKey: e.SecretKey}, nil

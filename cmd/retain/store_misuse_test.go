@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/adapters/s3"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // datasetFiles is every path under dir with its size: what a refused
@@ -102,16 +103,7 @@ func TestStoreWithoutTablesSaysSo(t *testing.T) {
 // and refused before a writable open probes (writes) the prefix.
 func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	iso := t.TempDir()
-	t.Setenv("AWS_CONFIG_FILE", iso+"/config")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", iso+"/credentials")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"} {
-		t.Setenv(k, "")
-	}
-	for k, v := range e.Env() {
-		t.Setenv(k, v)
-	}
+	testkit.IsolateAWS(t, e.Env())
 	ctx := context.Background()
 	// A table folder named without .lance: only its _versions/ tells.
 	table := "s3://retain-misuse/db/mytable"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -18,6 +17,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // The cleanup benchmark: a LanceDB table of 1,000 single-row appends,
@@ -100,8 +100,7 @@ func BenchmarkCleanup1000Versions(b *testing.B) {
 		b.StartTimer()
 
 		// retain, in a child process.
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCleanupBenchChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "RETAIN_CLEANUP_BENCH_DIR="+retainDir)
+		cmd := testkit.Child("TestCleanupBenchChild", []string{"RETAIN_CLEANUP_BENCH_DIR=" + retainDir})
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		if err := cmd.Run(); err != nil {

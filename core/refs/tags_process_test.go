@@ -249,8 +249,7 @@ func tagRunWorkers(t *testing.T, env []string, specs []tagWorkerSpec) []tagWorke
 	for i := range specs {
 		specs[i].Start, specs[i].Out = start, filepath.Join(dir, fmt.Sprintf("out-%d.json", i))
 		b, _ := json.Marshal(specs[i])
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTagCASWorker$", "-test.count=1", "-test.timeout=60s")
-		cmd.Env = append(append(os.Environ(), env...), tagWorkerEnv+"="+string(b))
+		cmd := testkit.Child("TestTagCASWorker", append(append([]string{}, env...), tagWorkerEnv+"="+string(b)), "-test.timeout=60s")
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {

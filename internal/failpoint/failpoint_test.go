@@ -1,6 +1,7 @@
 package failpoint
 
 import (
+	"github.com/retain-dev/retain/internal/testkit"
 	"os"
 	"os/exec"
 	"testing"
@@ -37,15 +38,13 @@ func TestRealExit(t *testing.T) {
 		Hit("x/y")
 		os.Exit(0)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRealExit$")
-	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1", Env+"=x/y")
+	cmd := testkit.Child("TestRealExit", []string{"FAILPOINT_CHILD=1", Env + "=x/y"})
 	err := cmd.Run()
 	ee, ok := err.(*exec.ExitError)
 	if !ok || ee.ExitCode() != ExitCode {
 		t.Fatalf("child: %v", err)
 	}
-	cmd = exec.Command(os.Args[0], "-test.run=^TestRealExit$")
-	cmd.Env = append(os.Environ(), "FAILPOINT_CHILD=1", Env+"=")
+	cmd = testkit.Child("TestRealExit", []string{"FAILPOINT_CHILD=1", Env + "="})
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("inert child: %v", err)
 	}

@@ -274,8 +274,7 @@ func startChild(t testing.TB, sp childSpec, fp string) (*exec.Cmd, *strings.Buil
 		sp.Out = filepath.Join(t.TempDir(), "result.json")
 	}
 	b, _ := json.Marshal(sp)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestProofChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "PROOF_CHILD="+string(b), failpoint.Env+"="+fp)
+	cmd := testkit.Child("TestProofChild", []string{"PROOF_CHILD=" + string(b), failpoint.Env + "=" + fp})
 	out := &strings.Builder{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

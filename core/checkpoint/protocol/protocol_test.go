@@ -11,6 +11,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/testkit"
 )
 
 func TestDeleteRemovesTagsAndRevive(t *testing.T) {
@@ -259,8 +260,7 @@ func TestCrashCreate(t *testing.T) {
 	for _, fp := range CreateFailpoints {
 		t.Run(filepath.Base(fp), func(t *testing.T) {
 			s, loc, dir := localStore(t, "v2-appends", "branch-tag")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashCreate$")
-			cmd.Env = append(os.Environ(), "PROTOCOL_CHILD_DIR="+dir, failpoint.Env+"="+fp)
+			cmd := testkit.Child("TestCrashCreate", []string{"PROTOCOL_CHILD_DIR=" + dir, failpoint.Env + "=" + fp})
 			out, err := cmd.CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != failpoint.ExitCode {
 				t.Fatalf("child: %v\n%s", err, out)

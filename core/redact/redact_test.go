@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/retain-dev/retain/internal/testkit"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -175,7 +176,7 @@ func TestErrorKeepsChain(t *testing.T) {
 
 func testBinary(t *testing.T, name string) *exec.Cmd {
 	t.Helper()
-	return exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
+	return testkit.Child(name, nil, "-test.v")
 }
 
 // An excerpt is masked before it is cut: no prefix of a credential is left.

@@ -18,6 +18,7 @@ type Store struct {
 	adapter string
 	d       Driver
 	caps    Capabilities
+	loc     Location
 }
 
 // NewStore wraps d, reading its capabilities once.
@@ -28,6 +29,25 @@ func NewStore(ctx context.Context, adapter string, d Driver) (*Store, error) {
 	}
 	return &Store{adapter: adapter, d: d, caps: caps}, nil
 }
+
+// At returns a copy of s that knows it lives at loc. Operations that scope
+// their claim and gates, or name the store in messages, by where it lives
+// (checkpoint, retention, branch) read s.Location(), so their signatures
+// carry the store alone and a caller cannot pair a store with another
+// store's location. A method rather than a NewStore parameter because every
+// opener already has its Location in hand after NewStore, and tests aim a
+// store opened one way at the location they mean. The copy shares s's
+// driver: close one of the two, not both.
+func (s *Store) At(loc Location) *Store {
+	c := *s
+	c.loc = loc
+	return &c
+}
+
+// Location is where the store lives, as its opener set it with At; zero
+// for a store built with NewStore alone (claim.ScopeFor gives such a store
+// the global scope, as a caller passing a zero Location got before).
+func (s *Store) Location() Location { return s.loc }
 
 // Adapter is the adapter's name.
 func (s *Store) Adapter() string { return s.adapter }

@@ -113,5 +113,5 @@ func OpenAdapter(ctx context.Context, name string, loc core.Location, logger hcl
 		c.Close()
 		return nil, fmt.Errorf("adapter %s: %w", name, err)
 	}
-	return s, nil
+	return s.At(loc), nil
 }

@@ -48,5 +48,5 @@ func OpenLocationInProcess(ctx context.Context, loc core.Location) (*core.Store,
 		d.Close()
 		return nil, fmt.Errorf("adapter %s: %w", a.Name, err)
 	}
-	return s, nil
+	return s.At(loc), nil
 }

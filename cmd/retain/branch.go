@@ -64,12 +64,12 @@ now puts the branch back to ready.`,
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[1])
+			s, _, err := a.openStore(cmd.Context(), args[1])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Delete(cmd.Context(), s, loc, name, branch.Options{Table: table, OwnerDeadAttested: attested, Actor: actor})
+			res, err := branch.Delete(cmd.Context(), s, name, branch.Options{Table: table, OwnerDeadAttested: attested, Actor: actor})
 			var refused *branch.RefusedError
 			if errors.As(err, &refused) {
 				if a.jsonOut {

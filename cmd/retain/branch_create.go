@@ -53,12 +53,12 @@ metadata, lifecycle, took_over}.`,
 			}
 			name, uri := a.branchArgs(cmd, args)
 			ctx := cmd.Context()
-			bt, s, loc, _, err := a.openBranchTable(ctx, uri, true)
+			bt, s, _, _, err := a.openBranchTable(ctx, uri, true)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Create(ctx, s, loc, name, branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
+			res, err := branch.Create(ctx, s, name, branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
 			if err != nil {
 				return err
 			}

@@ -27,8 +27,8 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store, loc core.Location) (*protocol.Created, error) {
-				return resultOnly(protocol.Options{Actor: actor}.Create(cmd.Context(), s, loc, args[0], branch))
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*protocol.Created, error) {
+				return resultOnly(protocol.Options{Actor: actor}.Create(cmd.Context(), s, args[0], branch))
 			}, func(c *protocol.Created) error {
 				fmt.Fprintf(a.stdout, "created checkpoint %q (id %s, generation %d) from %s at registry version %d\n",
 					c.Name, c.ID, c.Generation, c.SourceBranch, c.RegistryVersion)
@@ -86,7 +86,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: its pinned versions and the health of every pin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store, _ core.Location) (*protocol.Info, error) {
+			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store) (*protocol.Info, error) {
 				in, err := protocol.Show(cmd.Context(), s, args[0], deep)
 				if err != nil {
 					return nil, err
@@ -139,8 +139,8 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store, loc core.Location) (*protocol.Deleted, error) {
-				return resultOnly(protocol.Options{Actor: actor}.Delete(cmd.Context(), s, loc, args[0]))
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*protocol.Deleted, error) {
+				return resultOnly(protocol.Options{Actor: actor}.Delete(cmd.Context(), s, args[0]))
 			}, func(d *protocol.Deleted) error {
 				if d.AlreadyTombstoned {
 					fmt.Fprintf(a.stdout, "checkpoint %q (id %s) was already deleted by %s; %d pin tags reclaimed\n", d.Name, d.ID, d.OperationID, len(d.TagsDeleted))
@@ -169,8 +169,8 @@ func (a *app) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store, loc core.Location) (*protocol.Report, error) {
-				return protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s, loc)
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*protocol.Report, error) {
+				return protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s)
 			}, func(rep *protocol.Report) error {
 				fmt.Fprintf(a.stdout, "reconciled %d tables at registry version %d: %d sidecars, %d repaired, %d reclaimed, %d conflicts\n",
 					len(rep.Tables), rep.RegistryVersion, len(rep.Sidecars), len(rep.Repaired), len(rep.Reclaimed), len(rep.Conflicts))

@@ -21,8 +21,8 @@ func (a *app) checkpointDropLostCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store, loc core.Location) (*protocol.DroppedLost, error) {
-				return resultOnly(retention.DropLostPin(cmd.Context(), s, loc, protocol.Options{Actor: actor}, args[0], args[1], reason))
+			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store) (*protocol.DroppedLost, error) {
+				return resultOnly(retention.DropLostPin(cmd.Context(), s, protocol.Options{Actor: actor}, args[0], args[1], reason))
 			}, func(d *protocol.DroppedLost) error {
 				fmt.Fprintf(a.stdout, "checkpoint %q (id %s) no longer pins %s %s v%d: %s (registry version %d, operation %s)\n",
 					d.Name, d.ID, d.Lost.Path, d.Lost.Branch, d.Lost.Version, d.Lost.Why, d.RegistryVersion, d.OperationID)

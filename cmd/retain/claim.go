@@ -40,7 +40,7 @@ func (a *app) claimCmd() *cobra.Command {
 		Short: "Show who holds the store's retention claim, or that it is free",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store, _ core.Location) (*claimStatus, error) {
+			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store) (*claimStatus, error) {
 				st := claimStatus{Store: args[0]}
 				p, info, err := claim.Read(cmd.Context(), s)
 				var ue *claim.UnreadableError

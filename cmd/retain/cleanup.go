@@ -128,13 +128,13 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[0])
+			s, _, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			if abandon != "" {
-				j, err := retention.Abandon(cmd.Context(), s, loc, abandon, retention.ResumeOptions{Actor: actor})
+				j, err := retention.Abandon(cmd.Context(), s, abandon, retention.ResumeOptions{Actor: actor})
 				if err != nil {
 					return err
 				}
@@ -155,9 +155,9 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 				if !confirm {
 					return usageError{fmt.Errorf("cleanup run --resume deletes too: it needs --confirm-write-outage")}
 				}
-				rep, err = retention.Resume(cmd.Context(), s, loc, retention.ResumeOptions{OperationID: op, Actor: actor, Progress: show})
+				rep, err = retention.Resume(cmd.Context(), s, retention.ResumeOptions{OperationID: op, Actor: actor, Progress: show})
 			} else {
-				rep, err = retention.Run(cmd.Context(), s, loc, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
+				rep, err = retention.Run(cmd.Context(), s, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
 					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show})
 			}
 			if err != nil && cmd.Context().Err() != nil {

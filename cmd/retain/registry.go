@@ -25,8 +25,8 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 		Short: "Read-only: does every registry version read, and does the registry account for every pin?",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store, loc core.Location) (*protocol.VerifyReport, error) {
-				return protocol.Verify(cmd.Context(), s, loc)
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*protocol.VerifyReport, error) {
+				return protocol.Verify(cmd.Context(), s)
 			}, func(rep *protocol.VerifyReport) error {
 				state := "ok"
 				if !rep.OK() {
@@ -63,12 +63,12 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			s, loc, err := a.openStore(cmd.Context(), args[0])
+			s, _, err := a.openStore(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			rep, err := retention.RecoverRegistry(cmd.Context(), s, loc, protocol.Options{Actor: actor}, ro)
+			rep, err := retention.RecoverRegistry(cmd.Context(), s, protocol.Options{Actor: actor}, ro)
 			if rep == nil {
 				return err
 			}

@@ -38,7 +38,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the retention window, the last completed retention pass, the next one due, the claim holder and pin health",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store, _ core.Location) (*statusJSON, error) {
+			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store) (*statusJSON, error) {
 				return readStatus(cmd.Context(), s, args[0])
 			}, func(st *statusJSON) error {
 				a.printStatus(st)

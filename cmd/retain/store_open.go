@@ -86,7 +86,7 @@ func (a *app) openVendor(ctx context.Context, uri string, loc core.Location, rea
 		c.Close()
 		return nil, vendorOpenError(uri, path, fmt.Errorf("adapter %s: %w", name, err))
 	}
-	return s, nil
+	return s.At(loc), nil
 }
 
 // vendorOpenError explains an --adapter binary that could not open the
@@ -177,17 +177,17 @@ func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (
 // returned with an error is a report of what was done before the failure:
 // it is printed, then the error returned. Commands whose result means
 // nothing beside an error wrap run's return in resultOnly.
-func onStore[T any](a *app, ctx context.Context, uri string, write bool, run func(*core.Store, core.Location) (*T, error), text func(*T) error) error {
+func onStore[T any](a *app, ctx context.Context, uri string, write bool, run func(*core.Store) (*T, error), text func(*T) error) error {
 	open := a.openStoreReadOnly
 	if write {
 		open = a.openStore
 	}
-	s, loc, err := open(ctx, uri)
+	s, _, err := open(ctx, uri)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	res, err := run(s, loc)
+	res, err := run(s)
 	if res == nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func TestCheckpointRefusesOrphanOrDeletingBranch(t *testing.T) {
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "exp")
 	lanceOps(t, dir, "t", op{"op": "branchCreate", "name": "kid", "from": "exp", "version": 3}, op{"op": "add", "rows": 1, "on": "kid"})
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	ds, _ := lance.Open(s, "t.lance")
 	// What `branch delete kid` killed at branch-delete/after-refs leaves.
 	kid, err := ds.ReadBranch(bg, "kid")
@@ -38,7 +38,7 @@ func TestCheckpointRefusesOrphanOrDeletingBranch(t *testing.T) {
 	}
 	// A checkpoint never pins a branch without its file, so the parent's
 	// delete cannot take files a pin holds.
-	if _, err := protocol.Create(bg, s, loc, "cp", "kid"); !errors.Is(err, protocol.ErrMissingTarget) {
+	if _, err := protocol.Create(bg, s, "cp", "kid"); !errors.Is(err, protocol.ErrMissingTarget) {
 		t.Fatalf("checkpoint of the orphaned child: %v (want ErrMissingTarget)", err)
 	}
 	// Nor one marked deleting.
@@ -51,7 +51,7 @@ func TestCheckpointRefusesOrphanOrDeletingBranch(t *testing.T) {
 	if _, err := ds.ReplaceBranchMetadata(bg, "exp", exp.Info.Version, meta); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := protocol.Create(bg, s, loc, "cp2", "exp"); !errors.Is(err, protocol.ErrMissingTarget) {
+	if _, err := protocol.Create(bg, s, "cp2", "exp"); !errors.Is(err, protocol.ErrMissingTarget) {
 		t.Fatalf("checkpoint of a branch marked deleting: %v (want ErrMissingTarget)", err)
 	}
 }

@@ -42,7 +42,7 @@ const (
 type CreateOptions struct {
 	// Actor recorded in the claim; default $USER@host.
 	Actor string
-	// Scope of the store's writers; zero means claim.ScopeFor(loc).
+	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
 	// Gates are adapter gates held with the claim.
 	Gates []string
@@ -105,7 +105,7 @@ type Created struct {
 // and the branch in the state it reached: creating is not listed by
 // default; running Create again with the same source finishes it, a
 // different source is a conflict, and Delete removes it (rolls it back).
-func Create(ctx context.Context, s *core.Store, loc core.Location, name string, o CreateOptions) (res *Created, err error) {
+func Create(ctx context.Context, s *core.Store, name string, o CreateOptions) (res *Created, err error) {
 	if name == "main" {
 		return nil, &lance.NameError{Ref: "branch", Name: name, Rule: "main is the main branch; it is never created"}
 	}
@@ -126,12 +126,12 @@ func Create(ctx context.Context, s *core.Store, loc core.Location, name string, 
 	}
 	scope := o.Scope
 	if scope == core.ScopeNone {
-		scope = claim.ScopeFor(loc)
+		scope = claim.ScopeFor(s.Location())
 	}
 	if err := s.Require(core.FeatureReplaceIfVersion, scope); err != nil {
 		return nil, fmt.Errorf("a branch's lifecycle is kept with replace-if-version on its branch file: %w", err)
 	}
-	store := loc.String()
+	store := s.Location().String()
 	table, err := findTable(ctx, s, store, o.Table, "branch-create")
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func Create(ctx context.Context, s *core.Store, loc core.Location, name string, 
 	}
 	res = &Created{Branch: name, Store: store, Table: table, OperationID: op}
 	dopts := Options{Scope: scope, Gates: o.Gates}
-	err = dopts.withGates(ctx, s, loc, func(ctx context.Context) error {
+	err = dopts.withGates(ctx, s, func(ctx context.Context) error {
 		return adopt(ctx, h, ds, name, want, hasVersion, o, res)
 	})
 	if err != nil {

@@ -102,10 +102,10 @@ func TestBranchCreateAdoptsLanceBranch(t *testing.T) {
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "exp")
 	lanceOps(t, dir, "t", op{"op": "branchCreate", "name": "exp/kid", "from": "exp", "version": 3})
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	before := lanceBranchMeta(t, dir, "t")
 
-	res, err := Create(bg, s, loc, "exp", CreateOptions{Table: "t", From: "main@2", Meta: map[string]string{"session": "s1", "agent": "a1"}})
+	res, err := Create(bg, s, "exp", CreateOptions{Table: "t", From: "main@2", Meta: map[string]string{"session": "s1", "agent": "a1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,14 @@ func TestBranchCreateAdoptsLanceBranch(t *testing.T) {
 		t.Fatalf("Lance after adoption:\n%+v\nbefore\n%+v", after, before)
 	}
 	// Without @version the recorded fork point is accepted.
-	res, err = Create(bg, s, loc, "exp/kid", CreateOptions{Table: "t.lance", From: "exp"})
+	res, err = Create(bg, s, "exp/kid", CreateOptions{Table: "t.lance", From: "exp"})
 	if err != nil || res.Outcome != OutcomeAdopted || res.Source != "exp@3" {
 		t.Fatalf("kid: %+v %v", res, err)
 	}
 
 	files0 := files(t, dir, "t")
 	for _, from := range []string{"main@2", "main"} {
-		res, err = Create(bg, s, loc, "exp", CreateOptions{Table: "t", From: from, Meta: map[string]string{"session": "s1"}})
+		res, err = Create(bg, s, "exp", CreateOptions{Table: "t", From: from, Meta: map[string]string{"session": "s1"}})
 		if err != nil || res.Outcome != OutcomeAlreadyReady || res.Head != 3 || res.Metadata["agent"] != "a1" {
 			t.Fatalf("retry from %s: %+v %v", from, res, err)
 		}
@@ -140,13 +140,13 @@ func TestBranchCreateAdoptsLanceBranch(t *testing.T) {
 		{Table: "t", From: "exp/kid"},
 		{Table: "t", From: "main@2", Meta: map[string]string{"session": "s2"}},
 	} {
-		_, err = Create(bg, s, loc, "exp", c)
+		_, err = Create(bg, s, "exp", c)
 		var ce *ConflictError
 		if !errors.As(err, &ce) || !errors.Is(err, ErrBranchConflict) || !errors.Is(err, core.ErrAlreadyExists) || ce.Have != "main@2" {
 			t.Fatalf("conflict %+v: %v", c, err)
 		}
 	}
-	_, err = Create(bg, s, loc, "nope", CreateOptions{Table: "t", From: "main"})
+	_, err = Create(bg, s, "nope", CreateOptions{Table: "t", From: "main"})
 	if !errors.Is(err, lance.ErrBranchNotFound) || !strings.Contains(err.Error(), "create it with Lance first") {
 		t.Fatalf("missing: %v", err)
 	}
@@ -159,11 +159,11 @@ func TestBranchCreateAdoptsLanceBranch(t *testing.T) {
 		{"exp", CreateOptions{Table: "t", From: "main@x"}},
 		{"exp", CreateOptions{Table: "t", From: "main", Meta: map[string]string{"retain.state": "ready"}}},
 	} {
-		if _, err := Create(bg, s, loc, c.name, c.o); !errors.Is(err, core.ErrInvalidArgument) {
+		if _, err := Create(bg, s, c.name, c.o); !errors.Is(err, core.ErrInvalidArgument) {
 			t.Fatalf("%s %+v: %v", c.name, c.o, err)
 		}
 	}
-	if _, err := Create(bg, s, loc, "exp", CreateOptions{Table: "u", From: "main"}); !errors.Is(err, core.ErrNotFound) {
+	if _, err := Create(bg, s, "exp", CreateOptions{Table: "u", From: "main"}); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("missing table: %v", err)
 	}
 	if !reflect.DeepEqual(files(t, dir, "t"), files0) {
@@ -182,14 +182,14 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 	}
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "a", "b", "c")
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	ds, _ := lance.Open(s, "t.lance")
 	dead, alive := deadOwner(t), me(t)
 	far := refs.BranchOwner{Host: "elsewhere", PID: 7, BootID: "x", ProcessStart: "1"}
 
 	// A crashed create: resumed, the dead owner's metadata kept, ours added.
 	setLifecycle(t, ds, "a", refs.BranchCreating, "branch-create-old", &dead, map[string]string{"session": "s0"})
-	res, err := Create(bg, s, loc, "a", CreateOptions{Table: "t", From: "main@2", Meta: map[string]string{"agent": "a1"}})
+	res, err := Create(bg, s, "a", CreateOptions{Table: "t", From: "main@2", Meta: map[string]string{"agent": "a1"}})
 	if err != nil || res.Outcome != OutcomeResumed || res.TookOver == nil || res.TookOver.PreviousOperation != "branch-create-old" ||
 		!strings.Contains(res.TookOver.Proof, "not running") || res.TookOver.PreviousOwner != dead ||
 		!maps.Equal(res.Metadata, map[string]string{"session": "s0", "agent": "a1"}) {
@@ -199,13 +199,13 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 	// A live owner: refused, nothing changed.
 	setLifecycle(t, ds, "b", refs.BranchCreating, "branch-create-live", &alive, nil)
 	before := files(t, dir, "t")
-	_, err = Create(bg, s, loc, "b", CreateOptions{Table: "t", From: "main"})
+	_, err = Create(bg, s, "b", CreateOptions{Table: "t", From: "main"})
 	var oa *OwnerAliveError
 	if !errors.As(err, &oa) || !errors.Is(err, ErrLifecycleOwned) || !errors.Is(err, claim.ErrNoProof) || oa.Operation != "branch-create-live" ||
 		!strings.Contains(err.Error(), "still running") {
 		t.Fatalf("live owner, create: %v", err)
 	}
-	_, err = Delete(bg, s, loc, "b", Options{})
+	_, err = Delete(bg, s, "b", Options{})
 	if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrLifecycleOwned) {
 		t.Fatalf("live owner, delete: %v", err)
 	}
@@ -216,13 +216,13 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 
 	// Another host: only an attestation counts.
 	setLifecycle(t, ds, "c", refs.BranchDeleting, "branch-delete-far", &far, nil)
-	if _, err = Delete(bg, s, loc, "c", Options{}); !errors.Is(err, ErrLifecycleOwned) || !strings.Contains(err.Error(), "owner-dead-attested") {
+	if _, err = Delete(bg, s, "c", Options{}); !errors.Is(err, ErrLifecycleOwned) || !strings.Contains(err.Error(), "owner-dead-attested") {
 		t.Fatalf("other host without attestation: %v", err)
 	}
-	if _, err = Create(bg, s, loc, "c", CreateOptions{Table: "t", From: "main", OwnerDeadAttested: "host retired"}); !errors.Is(err, ErrBranchBeingDeleted) {
+	if _, err = Create(bg, s, "c", CreateOptions{Table: "t", From: "main", OwnerDeadAttested: "host retired"}); !errors.Is(err, ErrBranchBeingDeleted) {
 		t.Fatalf("create of a deleting branch: %v", err)
 	}
-	del, err := Delete(bg, s, loc, "c", Options{OwnerDeadAttested: "host elsewhere was retired"})
+	del, err := Delete(bg, s, "c", Options{OwnerDeadAttested: "host elsewhere was retired"})
 	if err != nil || len(del.Tables) != 1 || del.Tables[0].StateBefore != refs.BranchDeleting || del.Tables[0].TookOver == nil ||
 		!strings.Contains(del.Tables[0].TookOver.Proof, "host elsewhere was retired") {
 		t.Fatalf("attested delete: %+v %v", del, err)
@@ -243,7 +243,7 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 	}
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "x", "y")
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	ds, _ := lance.Open(s, "t.lance")
 	dead := deadOwner(t)
 
@@ -253,7 +253,7 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 	}
 	lanceOps(t, dir, "t", op{"op": "branchCreate", "name": "x2", "from": "x", "version": 3})
 	before := files(t, dir, "t")
-	_, err := Delete(bg, s, loc, "x", Options{})
+	_, err := Delete(bg, s, "x", Options{})
 	var refused *RefusedError
 	if !errors.As(err, &refused) || !errors.Is(err, lance.ErrBranchHasChildren) || !reflect.DeepEqual(refused.RolledBack, []string{"t.lance"}) ||
 		!strings.Contains(err.Error(), "ready again") {
@@ -273,7 +273,7 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 	// No child: the resumed delete finishes, taking the dead owner's
 	// transition over.
 	setLifecycle(t, ds, "y", refs.BranchDeleting, "branch-delete-old", &dead, nil)
-	res, err := Delete(bg, s, loc, "y", Options{})
+	res, err := Delete(bg, s, "y", Options{})
 	if err != nil || len(res.Tables) != 1 || !res.Tables[0].RefDeleted || res.Tables[0].StateBefore != refs.BranchDeleting ||
 		res.Tables[0].TookOver == nil || res.Tables[0].TookOver.PreviousOperation != "branch-delete-old" {
 		out, _ := json.Marshal(res)

@@ -43,7 +43,7 @@ var DeleteFailpoints = []string{FPDeleteAfterClaim, FPDeleteAfterDeleting, FPDel
 type Options struct {
 	// Actor recorded in the claim; default $USER@host.
 	Actor string
-	// Scope of the store's writers; zero means claim.ScopeFor(loc).
+	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
 	// Gates are adapter gates held with the claim (core.Store.WithGates).
 	Gates []string
@@ -57,18 +57,18 @@ type Options struct {
 	OwnerDeadAttested string
 }
 
-func (o Options) scope(loc core.Location) core.Scope {
+func (o Options) scope(s *core.Store) core.Scope {
 	if o.Scope != core.ScopeNone {
 		return o.Scope
 	}
-	return claim.ScopeFor(loc)
+	return claim.ScopeFor(s.Location())
 }
 
-func (o Options) withGates(ctx context.Context, s *core.Store, loc core.Location, fn func(context.Context) error) error {
+func (o Options) withGates(ctx context.Context, s *core.Store, fn func(context.Context) error) error {
 	if len(o.Gates) == 0 {
 		return fn(ctx)
 	}
-	return s.WithGates(ctx, o.scope(loc), o.Gates, fn)
+	return s.WithGates(ctx, o.scope(s), o.Gates, fn)
 }
 
 // Deleted is what Delete did.
@@ -119,8 +119,8 @@ type TableDeleted struct {
 }
 
 // Delete deletes branch name from the store's tables with opts.
-func Delete(ctx context.Context, s *core.Store, loc core.Location, name string, opts Options) (*Deleted, error) {
-	return opts.Delete(ctx, s, loc, name)
+func Delete(ctx context.Context, s *core.Store, name string, opts Options) (*Deleted, error) {
+	return opts.Delete(ctx, s, name)
 }
 
 // Delete deletes branch name: from Options.Table, or from every table of
@@ -162,20 +162,20 @@ func Delete(ctx context.Context, s *core.Store, loc core.Location, name string, 
 // A table whose folder could not be deleted completely is reported in
 // its TableDeleted and Delete returns the report with ErrIncomplete; the
 // other tables are still done.
-func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, name string) (res *Deleted, err error) {
+func (o Options) Delete(ctx context.Context, s *core.Store, name string) (res *Deleted, err error) {
 	if err := lance.CheckBranchDeletable(name); err != nil {
 		return nil, err
 	}
-	if err := s.Require(core.FeatureReplaceIfVersion, o.scope(loc)); err != nil {
+	if err := s.Require(core.FeatureReplaceIfVersion, o.scope(s)); err != nil {
 		return nil, fmt.Errorf("a branch's lifecycle (deleting) is kept with replace-if-version on its branch file: %w", err)
 	}
-	store := loc.String()
+	store := s.Location().String()
 	tables, err := o.tables(ctx, s, store)
 	if err != nil {
 		return nil, err
 	}
 	op := "branch-delete-" + string(checkpoint.NewID())
-	h, err := claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: "branch-delete", Actor: o.Actor, Scope: o.scope(loc)})
+	h, err := claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: "branch-delete", Actor: o.Actor, Scope: o.scope(s)})
 	if err != nil {
 		return nil, err
 	}
@@ -194,15 +194,15 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		return nil, fmt.Errorf("%w: %s: finish it with `retain cleanup run --resume` or drop it with `--abandon %s`, then delete the branch; nothing was deleted: %w",
 			retention.ErrRunOpen, open[0], open[0], core.Errorf("branch-delete", name, core.ErrPreconditionFailed, "unfinished cleanup run"))
 	}
-	popts := protocol.Options{Actor: o.Actor, Scope: o.scope(loc), Gates: o.Gates}
-	rep, err := popts.ReconcileHeld(ctx, s, loc)
+	popts := protocol.Options{Actor: o.Actor, Scope: o.scope(s), Gates: o.Gates}
+	rep, err := popts.ReconcileHeld(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("branch delete %q: the reconcile run first, under the claim, failed; nothing was deleted: %w", name, err)
 	}
 	failpoint.Hit(FPDeleteAfterClaim)
 	res = &Deleted{Branch: name, Store: store, OperationID: op, Tables: []TableDeleted{}, Reconciled: rep}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
-		plans, err := o.plan(ctx, s, loc, h, op, name, tables, true)
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
+		plans, err := o.plan(ctx, s, h, op, name, tables, true)
 		if err != nil {
 			return err
 		}
@@ -223,7 +223,7 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 		for _, tp := range plans {
 			first[tp.table] = tp
 		}
-		if plans, err = o.plan(ctx, s, loc, h, op, name, tables, false); err != nil {
+		if plans, err = o.plan(ctx, s, h, op, name, tables, false); err != nil {
 			// Refused now: put every mark this delete made back to exactly
 			// what it replaced (a creating branch stays creating, its owner
 			// recorded), each a compare-and-swap on the mark.
@@ -299,8 +299,8 @@ type tablePlan struct {
 
 // plan plans every table and applies the registry's policy; any refusal
 // refuses all.
-func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *claim.Handle, op, name string, tables []string, rollback bool) ([]tablePlan, error) {
-	store := loc.String()
+func (o Options) plan(ctx context.Context, s *core.Store, h *claim.Handle, op, name string, tables []string, rollback bool) ([]tablePlan, error) {
+	store := s.Location().String()
 	var plans []tablePlan
 	refused := &RefusedError{Branch: name, Store: store, Tables: []TableRefusal{}}
 	present := map[string]bool{}
@@ -345,7 +345,7 @@ func (o Options) plan(ctx context.Context, s *core.Store, loc core.Location, h *
 		return nil, &core.Error{Op: "branch-delete", Key: name, Kind: core.ErrNotFound, Err: lance.ErrBranchNotFound,
 			Msg: fmt.Sprintf("branch %s exists %s (no branch file, and no files of its own in its tree/ folder)", core.Quote(name), where)}
 	}
-	_, snap, err := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)}).Head(ctx)
+	_, snap, err := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)}).Head(ctx)
 	if err != nil {
 		return nil, err
 	}

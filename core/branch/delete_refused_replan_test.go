@@ -59,7 +59,7 @@ func TestRefusedReplanKeepsCreating(t *testing.T) {
 			t.Errorf("tag create: %v", err)
 		}
 	}))
-	_, err = Delete(bg, s, loc, "exp", Options{OwnerDeadAttested: "test: the creator is gone"})
+	_, err = Delete(bg, s.At(loc), "exp", Options{OwnerDeadAttested: "test: the creator is gone"})
 	if !errors.Is(err, lance.ErrBranchHasTags) {
 		t.Fatalf("delete: %v", err)
 	}

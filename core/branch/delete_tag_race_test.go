@@ -45,7 +45,7 @@ func TestBranchDeleteSeesTagCreatedBeforeItsMark(t *testing.T) {
 	}, func() {
 		_, tagErr = tags.Create(bg, "good-run", refs.CreateTagOptions{Branch: "exp", Version: 3, Metadata: map[string]string{"verdict": "keep"}})
 	}))
-	_, err = Delete(bg, s, loc, "exp", Options{})
+	_, err = Delete(bg, s.At(loc), "exp", Options{})
 	if tagErr != nil {
 		t.Fatalf("the tag create (before the mark) failed: %v", tagErr)
 	}

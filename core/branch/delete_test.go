@@ -46,7 +46,7 @@ func TestBranchDeleteRefusedWhileCheckpointPins(t *testing.T) {
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "exp")
 	s, loc := localStore(t, dir)
-	c, err := protocol.Create(bg, s, loc, "pinned", "exp")
+	c, err := protocol.Create(bg, s, "pinned", "exp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestBranchDeleteRefusedWhileCheckpointPins(t *testing.T) {
 	}
 	before := files(t, dir, "t")
 
-	_, err = Delete(bg, s, loc, "exp", Options{})
+	_, err = Delete(bg, s, "exp", Options{})
 	for _, target := range []error{ErrCheckpointPinsBranch, ErrRefused, core.ErrPreconditionFailed} {
 		if !errors.Is(err, target) {
 			t.Fatalf("refusal %v does not match %v", err, target)
@@ -78,13 +78,13 @@ func TestBranchDeleteRefusedWhileCheckpointPins(t *testing.T) {
 	}
 	noClaim(t, s)
 
-	if _, err := protocol.Delete(bg, s, loc, "pinned"); err != nil {
+	if _, err := protocol.Delete(bg, s, "pinned"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := protocol.Reconcile(bg, s, loc); err != nil {
+	if _, err := protocol.Reconcile(bg, s); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Delete(bg, s, loc, "exp", Options{})
+	res, err := Delete(bg, s, "exp", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestBranchDeleteRefusedWhileCheckpointPins(t *testing.T) {
 	}
 
 	// Again: the branch is in no table.
-	_, err = Delete(bg, s, loc, "exp", Options{})
+	_, err = Delete(bg, s, "exp", Options{})
 	if !errors.Is(err, core.ErrNotFound) || !errors.Is(err, lance.ErrBranchNotFound) || !strings.Contains(err.Error(), `"exp"`) || !strings.Contains(err.Error(), loc.String()) {
 		t.Fatalf("second delete: %v", err)
 	}
@@ -145,10 +145,10 @@ func TestBranchDeleteRefusedWithChildBranch(t *testing.T) {
 		op{"op": "branchCreate", "name": "kid", "from": "par", "version": 3},
 	)
 	branchedTable(t, dir, "b", "par")
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	beforeA, beforeB := files(t, dir, "a"), files(t, dir, "b")
 
-	_, err := Delete(bg, s, loc, "par", Options{})
+	_, err := Delete(bg, s, "par", Options{})
 	if !errors.Is(err, ErrRefused) || !errors.Is(err, lance.ErrBranchHasChildren) || errors.Is(err, ErrCheckpointPinsBranch) || errors.Is(err, lance.ErrBranchHasTags) {
 		t.Fatalf("refusal: %v", err)
 	}
@@ -163,27 +163,27 @@ func TestBranchDeleteRefusedWithChildBranch(t *testing.T) {
 	noClaim(t, s)
 
 	// Only in b.
-	res, err := Delete(bg, s, loc, "par", Options{Table: "b"})
+	res, err := Delete(bg, s, "par", Options{Table: "b"})
 	if err != nil || len(res.Tables) != 1 || res.Tables[0].Table != "b.lance" || !res.Tables[0].RefDeleted {
 		t.Fatalf("--table b: %+v %v", res, err)
 	}
 	if !reflect.DeepEqual(files(t, dir, "a"), beforeA) {
 		t.Fatal("--table b changed a")
 	}
-	_, err = Delete(bg, s, loc, "par", Options{Table: "b.lance"})
+	_, err = Delete(bg, s, "par", Options{Table: "b.lance"})
 	if !errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), "b.lance") {
 		t.Fatalf("par in b again: %v", err)
 	}
-	_, err = Delete(bg, s, loc, "par", Options{Table: "c"})
+	_, err = Delete(bg, s, "par", Options{Table: "c"})
 	if !errors.Is(err, core.ErrNotFound) || !strings.Contains(err.Error(), "c.lance") {
 		t.Fatalf("no table c: %v", err)
 	}
 
 	// The child first, then its parent.
-	if _, err := Delete(bg, s, loc, "kid", Options{}); err != nil {
+	if _, err := Delete(bg, s, "kid", Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err = Delete(bg, s, loc, "par", Options{}); err != nil || len(res.Tables) != 1 || res.Tables[0].Table != "a.lance" {
+	if res, err = Delete(bg, s, "par", Options{}); err != nil || len(res.Tables) != 1 || res.Tables[0].Table != "a.lance" {
 		t.Fatalf("par after kid: %+v %v", res, err)
 	}
 	for _, tb := range []string{"a", "b"} {
@@ -211,7 +211,7 @@ func TestBranchDeleteRefusedWhileClaimHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := files(t, dir, "t")
-	_, err = Delete(bg, s, loc, "exp", Options{})
+	_, err = Delete(bg, s, "exp", Options{})
 	var held *claim.HeldError
 	if !errors.Is(err, claim.ErrHeld) || !errors.As(err, &held) || held.Holder.Actor != "other" {
 		t.Fatalf("held: %v", err)
@@ -231,7 +231,7 @@ func TestBranchDeleteRefusedWhileClaimHeld(t *testing.T) {
 	if _, err := s.PutBytes(bg, marker, []byte("{}"), core.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Delete(bg, s, loc, "exp", Options{})
+	_, err = Delete(bg, s, "exp", Options{})
 	if !errors.Is(err, retention.ErrRunOpen) || !errors.Is(err, core.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cleanup-test") {
 		t.Fatalf("open cleanup run: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestBranchDeleteRefusedWhileClaimHeld(t *testing.T) {
 	if err := s.Delete(bg, marker, core.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Delete(bg, s, loc, "exp", Options{}); err != nil {
+	if _, err := Delete(bg, s, "exp", Options{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -256,7 +256,7 @@ func TestBranchDeleteResumesAndRefusesNames(t *testing.T) {
 	}
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "exp", "keep")
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 
 	ds, err := lance.Open(s, "t.lance")
 	if err != nil {
@@ -272,7 +272,7 @@ func TestBranchDeleteResumesAndRefusesNames(t *testing.T) {
 	if got := lanceBranches(t, dir, "t"); !reflect.DeepEqual(got, []string{"keep"}) {
 		t.Fatalf("after the branch file: Lance lists %v", got)
 	}
-	res, err := Delete(bg, s, loc, "exp", Options{})
+	res, err := Delete(bg, s, "exp", Options{})
 	if err != nil || len(res.Tables) != 1 || !res.Tables[0].Resumed || res.Tables[0].RefDeleted || res.Tables[0].FilesDeleted != len(p.Files) {
 		t.Fatalf("resumed: %+v %v", res, err)
 	}
@@ -289,7 +289,7 @@ func TestBranchDeleteResumesAndRefusesNames(t *testing.T) {
 		"a//b":   {lance.ErrInvalidName, core.ErrInvalidArgument},
 		"nope":   {lance.ErrBranchNotFound, core.ErrNotFound},
 	} {
-		_, err := Delete(bg, s, loc, name, Options{})
+		_, err := Delete(bg, s, name, Options{})
 		for _, target := range targets {
 			if !errors.Is(err, target) {
 				t.Errorf("%s: %v does not match %v", name, err, target)
@@ -309,7 +309,7 @@ func TestBranchDeleteIncompleteFinishes(t *testing.T) {
 	}
 	dir := t.TempDir()
 	branchedTable(t, dir, "t", "exp")
-	s, loc := localStore(t, dir)
+	s, _ := localStore(t, dir)
 	data := filepath.Join(dir, "t.lance", "tree", "exp", "data")
 	// Make the branch's data files undeletable. Root ignores permissions,
 	// so as root the folder is made immutable (chattr +i), which binds
@@ -330,7 +330,7 @@ func TestBranchDeleteIncompleteFinishes(t *testing.T) {
 	}
 	t.Cleanup(unlock)
 
-	res, err := Delete(bg, s, loc, "exp", Options{})
+	res, err := Delete(bg, s, "exp", Options{})
 	if !errors.Is(err, ErrIncomplete) || res == nil || res.Failed != 1 || len(res.Tables) != 1 {
 		t.Fatalf("incomplete: %+v %v", res, err)
 	}
@@ -352,7 +352,7 @@ func TestBranchDeleteIncompleteFinishes(t *testing.T) {
 	noClaim(t, s)
 
 	unlock()
-	res, err = Delete(bg, s, loc, "exp", Options{})
+	res, err = Delete(bg, s, "exp", Options{})
 	if err != nil || !res.Tables[0].Resumed || res.Tables[0].FilesDeleted != len(td.Failed) {
 		t.Fatalf("finishing: %+v %v", res, err)
 	}

@@ -99,7 +99,8 @@ func localStore(t testing.TB, dir string) (*core.Store, core.Location) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, core.Location{Scheme: "file", Path: dir}
+	loc := core.Location{Scheme: "file", Path: dir}
+	return s.At(loc), loc
 }
 
 // files lists every regular file under dir/<table>.lance with its size

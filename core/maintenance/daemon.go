@@ -211,7 +211,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	popts := protocol.Options{Actor: d.actor()}
 
 	// 1. Reconcile, online: no deletions of data.
-	rep, err := popts.Reconcile(ctx, d.Store, d.Location)
+	rep, err := popts.Reconcile(ctx, d.Store.At(d.Location))
 	r.Reconcile = rep
 	if rep != nil {
 		d.Metrics.Pins.WithLabelValues("repaired").Set(float64(len(rep.Repaired)))
@@ -276,7 +276,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	}
 	if len(open) > 0 {
 		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
-		rr, err := retention.Resume(ctx, d.Store, d.Location, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
+		rr, err := retention.Resume(ctx, d.Store.At(d.Location), retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
 			Online: !d.Config.Retention.WritersStopped})
 		r.Resumed = rr
 		d.logRemovals(rr)
@@ -290,7 +290,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	} else {
 		o.Online = true
 	}
-	rep, err := retention.Run(ctx, d.Store, d.Location, d.Config.Policy(), o)
+	rep, err := retention.Run(ctx, d.Store.At(d.Location), d.Config.Policy(), o)
 	r.Retention = rep
 	d.logRemovals(rep)
 	if err == nil && rep.Failed > 0 {

@@ -36,7 +36,8 @@ func store(t *testing.T, names ...string) (string, *core.Store, core.Location) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return dir, s, core.Location{Scheme: "file", Path: dir}
+	loc := core.Location{Scheme: "file", Path: dir}
+	return dir, s.At(loc), loc
 }
 
 func cfg(t *testing.T, yaml string) Config {
@@ -66,7 +67,7 @@ func manifests(t *testing.T, dir, table string) int {
 // is skipped, loudly; the other is cleaned.
 func TestReconcileFailureIsolated(t *testing.T) {
 	dir, s, loc := store(t, "deletes", "branch-tag")
-	c, err := protocol.Create(bg, s, loc, "nightly", "")
+	c, err := protocol.Create(bg, s, "nightly", "")
 	if err != nil {
 		t.Fatal(err)
 	}

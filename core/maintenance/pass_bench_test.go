@@ -33,7 +33,7 @@ func BenchmarkQuietPass(b *testing.B) {
 	}
 	defer s.Close()
 	loc := core.Location{Scheme: "file", Path: dir}
-	if _, err := protocol.Create(bg, s, loc, "nightly", ""); err != nil {
+	if _, err := protocol.Create(bg, s.At(loc), "nightly", ""); err != nil {
 		b.Fatal(err)
 	}
 	p := filepath.Join(b.TempDir(), "c.yaml")

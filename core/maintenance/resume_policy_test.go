@@ -27,7 +27,7 @@ func TestOnlineDaemonRefusesOutagePlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer failing.Close()
-	rep, err := retention.Run(bg, failing, loc, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
+	rep, err := retention.Run(bg, failing.At(loc), retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
 	if !errors.Is(err, retention.ErrRunIncomplete) {
 		t.Fatalf("want an incomplete outage run: %v", err)
 	}

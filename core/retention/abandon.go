@@ -14,8 +14,8 @@ import (
 // openRunError is the refusal of a new run while runs are unfinished,
 // with the commands that clear the first: resume or abandon it, or, when
 // its journal does not parse (so it can never be resumed), abandon it.
-func openRunError(ctx context.Context, s *core.Store, loc core.Location, open []string) error {
-	op, store := open[0], loc.String()
+func openRunError(ctx context.Context, s *core.Store, open []string) error {
+	op, store := open[0], s.Location().String()
 	more := ""
 	if len(open) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(open)-1)

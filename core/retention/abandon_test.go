@@ -25,7 +25,7 @@ func incompleteRun(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("want an incomplete run, got %v", err)
 	}
@@ -67,16 +67,16 @@ func TestAbandonUnreadableJournal(t *testing.T) {
 			s := open(t, dir, false)
 			l := loc(dir)
 
-			if _, err := Resume(bg, s, l, ResumeOptions{}); err == nil {
+			if _, err := Resume(bg, s, ResumeOptions{}); err == nil {
 				t.Fatal("resumed from an unreadable journal")
 			}
-			_, err := Run(bg, s, l, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+			_, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 			abandon := "`retain cleanup run " + l.String() + " --abandon " + op + "`"
 			if !errors.Is(err, ErrRunOpen) || !strings.Contains(err.Error(), abandon) || !strings.Contains(err.Error(), c.say) {
 				t.Fatalf("a new run must be refused naming %s, got %v", abandon, err)
 			}
 
-			j, err := Abandon(bg, s, l, op, ResumeOptions{})
+			j, err := Abandon(bg, s, op, ResumeOptions{})
 			if err != nil {
 				t.Fatalf("abandon: %v", err)
 			}
@@ -100,10 +100,10 @@ func TestAbandonUnreadableJournal(t *testing.T) {
 			if p, _, err := claim.Read(bg, s); err == nil && p != nil {
 				t.Fatalf("claim left held: %+v", p)
 			}
-			if _, err := Abandon(bg, s, l, op, ResumeOptions{}); core.KindOf(err) != core.ErrPreconditionFailed {
+			if _, err := Abandon(bg, s, op, ResumeOptions{}); core.KindOf(err) != core.ErrPreconditionFailed {
 				t.Fatalf("second abandon: %v", err)
 			}
-			if _, err := Run(bg, s, l, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+			if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 				t.Fatalf("the next run: %v", err)
 			}
 		})

@@ -24,7 +24,7 @@ func TestRecreatedTableNotBehindOldBoundary(t *testing.T) {
 	}
 	copyFixtures(t, dir, "deletes")
 	s := open(t, dir, false)
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil || len(rep.Boundaries) != 1 {
 		t.Fatalf("run: %+v %v", rep, err)
 	}
@@ -36,7 +36,7 @@ func TestRecreatedTableNotBehindOldBoundary(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(dir, "deletes.lance"), os.DirFS(filepath.Join(fixtures, "update.lance"))); err != nil {
 		t.Fatal(err)
 	}
-	_, err = protocol.Create(bg, s, loc(dir), "after-recreate", "")
+	_, err = protocol.Create(bg, s, "after-recreate", "")
 	if errors.Is(err, checkpoint.ErrBehindGCBoundary) {
 		t.Fatalf("a checkpoint of the recreated table is refused by the old table's boundary: %v", err)
 	}

@@ -139,7 +139,8 @@ func (l *localBackend) writable(t testing.TB) (*core.Store, core.Location) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, core.Location{Scheme: "file", Path: l.root}
+	loc := core.Location{Scheme: "file", Path: l.root}
+	return s.At(loc), loc
 }
 
 // reader opens read-only, as `retain cleanup preview` does.
@@ -166,7 +167,8 @@ func (m *memBackend) writable(t testing.TB) (*core.Store, core.Location) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, core.Location{Scheme: "mem", Bucket: "cost"}
+	loc := core.Location{Scheme: "mem", Bucket: "cost"}
+	return s.At(loc), loc
 }
 
 func (m *memBackend) reader(t testing.TB) core.Driver { return m.drv } // Close is a no-op
@@ -201,13 +203,13 @@ func costPins(depth int) []uint64 {
 // checkpoints "cp-1" … "cp-3" pinning costPins(depth).
 func buildCostStore(t testing.TB, be costBackend, depth int) {
 	t.Helper()
-	s, loc := be.writable(t)
+	s, _ := be.writable(t)
 	defer s.Close()
 	next := uint64(1)
 	for i, v := range costPins(depth) {
 		writeCostVersions(t, be, next, v)
 		next = v + 1
-		c, err := protocol.Create(bg, s, loc, fmt.Sprintf("cp-%d", i+1), "")
+		c, err := protocol.Create(bg, s, fmt.Sprintf("cp-%d", i+1), "")
 		if err != nil {
 			t.Fatal(err)
 		}

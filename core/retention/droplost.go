@@ -17,7 +17,7 @@ const (
 
 // DropLostPin is `retain checkpoint drop-lost`: protocol.DropLost under the
 // claim, framed by audit lines (no line, no change).
-func DropLostPin(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, nameOrID, path, reason string) (*protocol.DroppedLost, error) {
+func DropLostPin(ctx context.Context, s *core.Store, o protocol.Options, nameOrID, path, reason string) (*protocol.DroppedLost, error) {
 	audit := func(ctx context.Context, event, op, actor string, d *protocol.DroppedLost) error {
 		au := &auditor{s: s, op: op, actor: actor}
 		r := AuditRecord{Event: AuditPinDropping, Table: d.Lost.Path,
@@ -27,5 +27,5 @@ func DropLostPin(ctx context.Context, s *core.Store, loc core.Location, o protoc
 		}
 		return au.write(ctx, r)
 	}
-	return o.DropLost(ctx, s, loc, nameOrID, path, protocol.DropLostOptions{Reason: reason, Audit: audit})
+	return o.DropLost(ctx, s, nameOrID, path, protocol.DropLostOptions{Reason: reason, Audit: audit})
 }

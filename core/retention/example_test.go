@@ -47,7 +47,7 @@ func ExampleRun() {
 	// Run plans again under the store's claim and deletes. The caller
 	// confirms no writer commits meanwhile (or runs Online, with a time
 	// window).
-	rep, err := retention.Run(ctx, s, loc, policy, retention.RunOptions{ConfirmWriteOutage: true})
+	rep, err := retention.Run(ctx, s, policy, retention.RunOptions{ConfirmWriteOutage: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func wantFailedDeletes(t *testing.T, s *core.Store, rep *RunReport, err error) {
 func wantResumeFinishes(t *testing.T, dir string, op string) {
 	t.Helper()
 	healthy := open(t, dir, false)
-	rr, err := Resume(bg, healthy, loc(dir), ResumeOptions{})
+	rr, err := Resume(bg, healthy, ResumeOptions{})
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -119,7 +119,7 @@ func TestRunFailedDeletesAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	wantFailedDeletes(t, s, rep, err)
 	wantResumeFinishes(t, dir, rep.OperationID)
 }
@@ -144,7 +144,7 @@ func TestRunImmutableTransactionsFolder(t *testing.T) {
 		t.Skip("the immutable flag does not stop writes here")
 	}
 	s := open(t, dir, false)
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	wantFailedDeletes(t, s, rep, err)
 	for _, f := range rep.Tables[indexOfRun(rep, "deletes.lance")].FailedDeletes {
 		if !strings.Contains(f.Err, "permission denied") && !strings.Contains(f.Err, "not permitted") {

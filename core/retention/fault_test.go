@@ -53,7 +53,7 @@ func tableFiles(t *testing.T, dir string) []string {
 // is lost, and the store ends exactly as an uninterrupted run leaves it.
 func TestRunUnderFaults(t *testing.T) {
 	refDir, _ := setup(t)
-	if _, err := Run(bg, open(t, refDir, false), loc(refDir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+	if _, err := Run(bg, open(t, refDir, false), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := strings.Join(tableFiles(t, refDir), "\n")
@@ -88,9 +88,9 @@ func TestRunUnderFaults(t *testing.T) {
 			}
 			if len(open) > 0 {
 				resumes++
-				_, err = Resume(bg, s, loc(dir), ResumeOptions{})
+				_, err = Resume(bg, s.At(loc(dir)), ResumeOptions{})
 			} else {
-				_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+				_, err = Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 			}
 			lastErr = err
 			switch {

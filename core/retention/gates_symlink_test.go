@@ -116,7 +116,7 @@ func TestGateSymlinkedDataset(t *testing.T) {
 	_, err := Preview(bg, open(t, dir, true), Policy{KeepLast: 1})
 	wantSymlinkRefusal(t, "preview", err, "linked.lance")
 
-	_, err = Run(bg, open(t, dir, false), loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, err = Run(bg, open(t, dir, false), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	wantSymlinkRefusal(t, "run", err, "linked.lance")
 
 	wantNothingDeleted(t, "the store", dir, store)
@@ -151,7 +151,7 @@ func TestGateSymlinkedPartition(t *testing.T) {
 	_, err := Preview(bg, open(t, dir, true), Policy{KeepLast: 1})
 	wantSymlinkRefusal(t, "preview", err, "deletes.lance/data")
 
-	_, err = Run(bg, open(t, dir, false), loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, err = Run(bg, open(t, dir, false), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	wantSymlinkRefusal(t, "run", err, "deletes.lance/data")
 
 	wantNothingDeleted(t, "the store", dir, store)

@@ -28,7 +28,7 @@ import (
 func runOn(t *testing.T, dir string) (error, bool) {
 	t.Helper()
 	before := strings.Join(tableFiles(t, dir), "\n")
-	_, err := Run(bg, open(t, dir, false), loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, err := Run(bg, open(t, dir, false), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	return err, strings.Join(tableFiles(t, dir), "\n") != before
 }
 
@@ -152,7 +152,7 @@ func TestGateClaimAroundRemovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+	if _, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 		t.Fatal(err)
 	}
 	if w.deletes == 0 {

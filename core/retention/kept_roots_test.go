@@ -154,7 +154,7 @@ func TestRunRefusesTableWithBrokenHead(t *testing.T) {
 		}
 	}
 
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	msg := wantTableRefused(t, dir, s, rep, err, "main v5", flipped)
 	if !strings.Contains(msg, "latest version of its branch") {
 		t.Fatalf("the refusal of a broken head: %s", msg)
@@ -179,7 +179,7 @@ func TestRunRefusesTableWithBrokenPin(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, dir, false)
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	msg := wantTableRefused(t, dir, s, rep, err, "main v3", delData0)
 	for _, want := range []string{"a folder stands there", "checkpoint nightly", "`retain checkpoint delete NAME-OR-ID STORE`"} {
 		if !strings.Contains(msg, want) {

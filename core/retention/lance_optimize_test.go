@@ -50,7 +50,7 @@ func TestLanceOptimizeBesideRetainPins(t *testing.T) {
 		{"op": "add", "rows": 1}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1},
 	}}, nil)
 	s := open(t, dir, false)
-	if _, err := protocol.Create(bg, s, loc(dir), "nightly", ""); err != nil {
+	if _, err := protocol.Create(bg, s, "nightly", ""); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,7 +112,7 @@ func TestLanceOptimizeBesideRetainPins(t *testing.T) {
 	}
 
 	// retain's cleanup removes every version but the pin and the head.
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil || rep.Failed != 0 || rep.Totals.VersionsRemoved != autoCleaned.Version-2 {
 		t.Fatalf("retain cleanup: %+v %v", rep, err)
 	}
@@ -158,7 +158,7 @@ func pinTagOf(t *testing.T, s *core.Store, table string) string {
 func TestLanceCleanupHazardsOldestPin(t *testing.T) {
 	dir, _ := setup(t) // "nightly" pins deletes.lance v3
 	s := open(t, dir, false)
-	if _, err := protocol.Create(bg, s, loc(dir), "a-later", ""); err != nil { // v5
+	if _, err := protocol.Create(bg, s, "a-later", ""); err != nil { // v5
 		t.Fatal(err)
 	}
 	_, infos, err := protocol.List(bg, s)

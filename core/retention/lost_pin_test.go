@@ -21,7 +21,7 @@ func TestLostPinRefusesTheStoreEvenIsolated(t *testing.T) {
 	}
 	s := open(t, dir, false)
 	before := len(tableFiles(t, dir))
-	_, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, IsolateReconcile: true})
+	_, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, IsolateReconcile: true})
 	if !errors.Is(err, ErrRunRefused) || !strings.Contains(err.Error(), v3) || !strings.Contains(err.Error(), "retain checkpoint drop-lost ") {
 		t.Fatalf("a lost pin: %v", err)
 	}

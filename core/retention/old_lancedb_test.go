@@ -96,7 +96,7 @@ func TestCleanupLanceDB022Tables(t *testing.T) {
 	}
 	sort.Strings(tables)
 	s := open(t, dir, false)
-	c, err := protocol.Create(bg, s, loc(dir), "nightly", "")
+	c, err := protocol.Create(bg, s, "nightly", "")
 	if err != nil {
 		t.Fatalf("checkpoint of the LanceDB 0.22 tables: %v", err)
 	}
@@ -112,7 +112,7 @@ func TestCleanupLanceDB022Tables(t *testing.T) {
 	}
 	oracle(t, jobs)
 
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil || rep.Failed != 0 {
 		t.Fatalf("run: %v %+v", err, rep)
 	}

@@ -44,7 +44,7 @@ func TestPreviewPinChecksPerDistinctVersion(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		// Nothing committed since: every new checkpoint pins the same
 		// versions as "nightly"... except deletes.lance moved on to v5.
-		if _, err := protocol.Create(bg, s, core.Location{Scheme: "file", Path: dir}, fmt.Sprintf("again-%d", i), ""); err != nil {
+		if _, err := protocol.Create(bg, s, fmt.Sprintf("again-%d", i), ""); err != nil {
 			t.Fatal(err)
 		}
 	}

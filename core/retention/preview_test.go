@@ -68,7 +68,7 @@ func open(t *testing.T, dir string, ro bool) *core.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s.At(loc(dir))
 }
 
 // setup builds <tmp>/db with deletes.lance and branch-tag.lance, and a
@@ -91,7 +91,7 @@ func setup(t *testing.T) (dir, id string) {
 		}
 	}
 	s := open(t, dir, false)
-	c, err := protocol.Create(bg, s, core.Location{Scheme: "file", Path: dir}, "nightly", "")
+	c, err := protocol.Create(bg, s, "nightly", "")
 	if err != nil {
 		t.Fatal(err)
 	}

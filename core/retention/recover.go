@@ -20,7 +20,7 @@ const (
 // RecoverRegistry is `retain registry recover`: protocol.Recover under the
 // claim, its changes framed by audit lines like every removal (no line,
 // no change). ro.DryRun reports what it would do and writes nothing.
-func RecoverRegistry(ctx context.Context, s *core.Store, loc core.Location, o protocol.Options, ro protocol.RecoverOptions) (*protocol.RecoverReport, error) {
+func RecoverRegistry(ctx context.Context, s *core.Store, o protocol.Options, ro protocol.RecoverOptions) (*protocol.RecoverReport, error) {
 	audit := func(ctx context.Context, event, op, actor string, rep *protocol.RecoverReport) error {
 		au := &auditor{s: s, op: op, actor: actor}
 		r := AuditRecord{Event: AuditRegistryRecovering, Table: checkpoint.RegistryPath}
@@ -37,5 +37,5 @@ func RecoverRegistry(ctx context.Context, s *core.Store, loc core.Location, o pr
 		return au.write(ctx, r)
 	}
 	ro.Audit = audit
-	return o.Recover(ctx, s, loc, ro)
+	return o.Recover(ctx, s, ro)
 }

@@ -27,11 +27,11 @@ func damagedStore(t *testing.T) string {
 	t.Helper()
 	dir, _ := setup(t)
 	s := open(t, dir, false)
-	gone, err := protocol.Create(bg, s, loc(dir), "gone", "")
+	gone, err := protocol.Create(bg, s, "gone", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := protocol.Delete(bg, s, loc(dir), "gone"); err != nil {
+	if _, err := protocol.Delete(bg, s, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	ds, _ := lance.Open(s, "branch-tag.lance")
@@ -86,8 +86,8 @@ func cleanupOnce(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	before := dataKeys(t, dir)
 	s := open(t, dir, false)
-	_, _ = protocol.Reconcile(bg, s, loc(dir))
-	_, _ = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, _ = protocol.Reconcile(bg, s)
+	_, _ = Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	after := dataKeys(t, dir)
 	removed := map[string]bool{}
 	for k := range before {
@@ -264,7 +264,7 @@ func TestRegistryDamageNeverUnpins(t *testing.T) {
 func TestLaggingHeadRecordSurvivesRegistryCleanup(t *testing.T) {
 	dir, _ := setup(t)
 	s := open(t, dir, false)
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 		t.Fatal(err)
 	}
 	reg := checkpoint.Open(s, checkpoint.Options{})
@@ -272,23 +272,23 @@ func TestLaggingHeadRecordSurvivesRegistryCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := protocol.Create(bg, s, loc(dir), "b", ""); err != nil {
+	if _, err := protocol.Create(bg, s, "b", ""); err != nil {
 		t.Fatal(err)
 	}
 	// The record as if b's commit had lost its record write.
 	if err := reg.WriteHeadRecord(bg, lagV, lag); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 		t.Fatalf("cleanup with a lagging head record: %v", err)
 	}
-	if rep, err := protocol.Reconcile(bg, s, loc(dir)); err != nil {
+	if rep, err := protocol.Reconcile(bg, s); err != nil {
 		t.Fatalf("reconcile after it: %v %+v", err, rep)
 	}
 	if _, _, err := reg.Head(bg); err != nil {
 		t.Fatalf("head after it: %v", err)
 	}
-	if rep, err := protocol.Verify(bg, s, loc(dir)); err != nil {
+	if rep, err := protocol.Verify(bg, s); err != nil {
 		t.Fatalf("verify after it: %v %+v", err, rep)
 	}
 }

@@ -27,7 +27,7 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer failing.Close()
-	rep, err := Run(bg, failing, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, failing.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("want an incomplete run, got %v", err)
 	}
@@ -40,7 +40,7 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 	}
 	// Another process abandons the run just before Resume takes the claim.
 	hd := testkit.NewHook(drv2).Before(testkit.Once(testkit.PutOf(claim.Key), func() {
-		if _, err := Abandon(bg, other, loc(dir), op, ResumeOptions{}); err != nil {
+		if _, err := Abandon(bg, other, op, ResumeOptions{}); err != nil {
 			t.Errorf("abandon: %v", err)
 		}
 	}))
@@ -49,7 +49,7 @@ func TestResumeRechecksStateUnderClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hooked.Close()
-	_, rerr := Resume(bg, hooked, loc(dir), ResumeOptions{OperationID: op})
+	_, rerr := Resume(bg, hooked.At(loc(dir)), ResumeOptions{OperationID: op})
 	j, _, err := ReadJournal(bg, other, op)
 	if err != nil {
 		t.Fatal(err)

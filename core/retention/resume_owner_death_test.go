@@ -99,7 +99,7 @@ func TestAdoptedClaimNamesItsRun(t *testing.T) {
 	rd := &claimOutage{}
 	s := rd.store(t, drv)
 	// 1. A run whose claim create lands with its response lost.
-	_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-first"})
+	_, err = Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-first"})
 	if err == nil {
 		t.Fatal("the first run should fail on the lost create")
 	}
@@ -109,7 +109,7 @@ func TestAdoptedClaimNamesItsRun(t *testing.T) {
 	rd.mu.Lock()
 	rd.failReads, rd.failClaimDelete, rd.failPrefix = 0, true, "branch-tag.lance/"
 	rd.mu.Unlock()
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
+	rep, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
 	if !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("want an incomplete second run, got %v", err)
 	}
@@ -133,7 +133,7 @@ func TestAdoptedClaimNamesItsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 3. A restarted process resumes the open run.
-	_, err = Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: rep.OperationID})
+	_, err = Resume(bg, open(t, dir, false), ResumeOptions{OperationID: rep.OperationID})
 	if errors.Is(err, claim.ErrHeld) {
 		t.Fatalf("resume of %s after its process died is refused as held (claim names %q, not the run): %v", rep.OperationID, p.OperationID, err)
 	}
@@ -151,7 +151,7 @@ func TestResumeAfterOwnerDeath(t *testing.T) {
 	}
 	rd := &claimOutage{lost: true, failClaimDelete: true, failPrefix: "branch-tag.lance/"}
 	s := rd.store(t, drv)
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
+	rep, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true, OperationID: "cleanup-second"})
 	if !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("want an incomplete run, got %v", err)
 	}
@@ -168,7 +168,7 @@ func TestResumeAfterOwnerDeath(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, claim.Key), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: rep.OperationID}); err != nil && !errors.Is(err, ErrRunIncomplete) {
+	if _, err := Resume(bg, open(t, dir, false), ResumeOptions{OperationID: rep.OperationID}); err != nil && !errors.Is(err, ErrRunIncomplete) {
 		t.Fatalf("resume: %v", err)
 	}
 }

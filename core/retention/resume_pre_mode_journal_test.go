@@ -26,7 +26,7 @@ func TestOnlineResumeOfPreModeJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := Resume(bg, open(t, dir, false), loc(dir), ResumeOptions{OperationID: op, Online: true})
+	_, err := Resume(bg, open(t, dir, false), ResumeOptions{OperationID: op, Online: true})
 	if errors.Is(err, ErrRunRefused) {
 		t.Fatalf("an online run journaled before the mode field is refused by an online resume: %v", err)
 	}

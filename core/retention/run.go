@@ -59,7 +59,7 @@ type RunOptions struct {
 	Online bool
 	// Actor recorded in the claim; default the claim's ($USER@host).
 	Actor string
-	// Scope of the store's writers; zero means claim.ScopeFor(loc).
+	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
 	// OperationID names the run; default "cleanup-<new id>".
 	OperationID string
@@ -71,11 +71,11 @@ type RunOptions struct {
 	IsolateReconcile bool
 }
 
-func (o RunOptions) scope(loc core.Location) core.Scope {
+func (o RunOptions) scope(s *core.Store) core.Scope {
 	if o.Scope != core.ScopeNone {
 		return o.Scope
 	}
-	return claim.ScopeFor(loc)
+	return claim.ScopeFor(s.Location())
 }
 
 // RunReport is what Run did.
@@ -157,11 +157,11 @@ type Progress struct {
 // stops part-way returns an *IncompleteError (ErrRunIncomplete), and
 // Resume finishes it. An error that is not ErrRunIncomplete means nothing
 // was deleted.
-func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunOptions) (rep *RunReport, err error) {
+func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunReport, err error) {
 	if err := checkRun(p, o); err != nil {
 		return nil, err
 	}
-	scope := o.scope(loc)
+	scope := o.scope(s)
 	op := o.OperationID
 	if op == "" {
 		op = "cleanup-" + string(checkpoint.NewID())
@@ -181,10 +181,10 @@ func Run(ctx context.Context, s *core.Store, loc core.Location, p Policy, o RunO
 	failpoint.Hit(FPRunAfterClaim)
 	rep = &RunReport{OperationID: op, StartedAt: time.Now().UTC(), Boundaries: []checkpoint.GCBoundary{}, Tables: []TableRun{}}
 
-	if err := preflightRun(ctx, s, loc); err != nil {
+	if err := preflightRun(ctx, s); err != nil {
 		return rep, err
 	}
-	conflicted, err := reconcileUnderClaim(ctx, s, loc, o, scope, rep)
+	conflicted, err := reconcileUnderClaim(ctx, s, o, scope, rep)
 	if err != nil {
 		return rep, err
 	}
@@ -245,7 +245,7 @@ func checkRun(p Policy, o RunOptions) error {
 // preflightRun refuses, under the claim, while a checkpoint create's
 // sidecars are pending or another cleanup run is unfinished: either could
 // hold roots this run cannot see.
-func preflightRun(ctx context.Context, s *core.Store, loc core.Location) error {
+func preflightRun(ctx context.Context, s *core.Store) error {
 	pending, err := protocol.PendingSidecars(ctx, s)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func preflightRun(ctx context.Context, s *core.Store, loc core.Location) error {
 		return err
 	}
 	if len(open) > 0 {
-		return openRunError(ctx, s, loc, open)
+		return openRunError(ctx, s, open)
 	}
 	return nil
 }
@@ -268,11 +268,11 @@ func preflightRun(ctx context.Context, s *core.Store, loc core.Location) error {
 // the result in rep. With IsolateReconcile, a conflict confined to one
 // table skips that table (the map says why, by path); any other failure
 // refuses the whole run.
-func reconcileUnderClaim(ctx context.Context, s *core.Store, loc core.Location, o RunOptions, scope core.Scope, rep *RunReport) (map[string]string, error) {
+func reconcileUnderClaim(ctx context.Context, s *core.Store, o RunOptions, scope core.Scope, rep *RunReport) (map[string]string, error) {
 	popts := protocol.Options{Actor: o.Actor, Scope: scope}
 	conflicted := map[string]string{}
 	var err error
-	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s, loc); err == nil {
+	if rep.Reconcile, err = popts.ReconcileHeld(ctx, s); err == nil {
 		return conflicted, nil
 	}
 	// Lost authority is never isolated to a table: the registry that
@@ -463,7 +463,7 @@ type ResumeOptions struct {
 // is taken over only with proof that its process cannot resume (as `retain
 // claim takeover` requires); a run whose boundaries were never published
 // deleted nothing and is abandoned.
-func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptions) (rep *RunReport, err error) {
+func Resume(ctx context.Context, s *core.Store, o ResumeOptions) (rep *RunReport, err error) {
 	op := o.OperationID
 	if op == "" {
 		open, err := OpenRuns(ctx, s)
@@ -486,7 +486,7 @@ func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptio
 	if j.State == StateComplete || j.State == StateAbandoned {
 		return nil, core.Errorf("cleanup-resume", JournalKey(op), core.ErrPreconditionFailed, "cleanup run %s is %s: nothing to resume", op, j.State)
 	}
-	h, err := resumeClaim(ctx, s, loc, op, o)
+	h, err := resumeClaim(ctx, s, op, o)
 	if err != nil {
 		return nil, err
 	}
@@ -537,10 +537,10 @@ func Resume(ctx context.Context, s *core.Store, loc core.Location, o ResumeOptio
 
 // resumeClaim acquires the claim for op, or takes over the claim a crashed
 // process of the same run left, with the same proof a takeover needs.
-func resumeClaim(ctx context.Context, s *core.Store, loc core.Location, op string, o ResumeOptions) (*claim.Handle, error) {
+func resumeClaim(ctx context.Context, s *core.Store, op string, o ResumeOptions) (*claim.Handle, error) {
 	scope := o.Scope
 	if scope == core.ScopeNone {
-		scope = claim.ScopeFor(loc)
+		scope = claim.ScopeFor(s.Location())
 	}
 	req := claim.Request{OperationID: op, Action: "cleanup-resume", Actor: o.Actor, Scope: scope, Host: o.Host}
 	h, err := claim.Acquire(ctx, s, req)
@@ -749,11 +749,11 @@ func closeRun(ctx context.Context, jw *journalWriter) error {
 // died). Its published boundaries stay: versions behind them remain
 // refused as checkpoint targets. The next run plans afresh. A journal that
 // does not parse is closed without being read (abandonCorrupt).
-func Abandon(ctx context.Context, s *core.Store, loc core.Location, op string, o ResumeOptions) (j *Journal, err error) {
+func Abandon(ctx context.Context, s *core.Store, op string, o ResumeOptions) (j *Journal, err error) {
 	if j, _, err = ReadJournal(ctx, s, op); err != nil && !errors.Is(err, ErrCorruptJournal) && core.KindOf(err) != core.ErrNotFound {
 		return nil, err
 	}
-	h, err := resumeClaim(ctx, s, loc, op, o)
+	h, err := resumeClaim(ctx, s, op, o)
 	if err != nil {
 		return nil, err
 	}

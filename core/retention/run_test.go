@@ -52,10 +52,10 @@ func pinTag(t *testing.T, s *core.Store) string {
 func TestRunKeepsSparsePin(t *testing.T) {
 	dir, _ := setup(t)
 	s := open(t, dir, false)
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{}); core.KindOf(err) != core.ErrInvalidArgument || !strings.Contains(err.Error(), "write outage") {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{}); core.KindOf(err) != core.ErrInvalidArgument || !strings.Contains(err.Error(), "write outage") {
 		t.Fatalf("unconfirmed run: %v", err)
 	}
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestRunKeepsSparsePin(t *testing.T) {
 		}
 	}
 	// A second run has nothing left to remove and keeps the pin.
-	rep2, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep2, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil || rep2.Failed != 0 || !exists(t, dir, v3) {
 		t.Fatalf("second run: %+v %v", rep2, err)
 	}
@@ -144,7 +144,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	var ie *IncompleteError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrRunIncomplete) || ie.Done != 1 || ie.Left != 1 {
 		t.Fatalf("want an incomplete run, got %v", err)
@@ -172,7 +172,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if p, _, err := claim.Read(bg, s); err == nil && p != nil {
 		t.Fatalf("claim left held: %+v", p)
 	}
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrRunOpen) {
+	if _, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrRunOpen) {
 		t.Fatalf("new run while one is open: %v", err)
 	}
 	j, _, err := ReadJournal(bg, s, rep.OperationID)
@@ -181,7 +181,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	}
 	// Resume on the healthy store carries out the failed table's plan only.
 	healthy := open(t, dir, false)
-	rr, err := Resume(bg, healthy, loc(dir), ResumeOptions{})
+	rr, err := Resume(bg, healthy, ResumeOptions{})
 	if err != nil {
 		t.Fatalf("resume: %v", err)
 	}
@@ -202,7 +202,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if ops, err := OpenRuns(bg, s); err != nil || len(ops) != 0 {
 		t.Fatalf("open runs after resume: %v %v", ops, err)
 	}
-	if _, err := Resume(bg, healthy, loc(dir), ResumeOptions{}); core.KindOf(err) != core.ErrNotFound {
+	if _, err := Resume(bg, healthy, ResumeOptions{}); core.KindOf(err) != core.ErrNotFound {
 		t.Fatalf("second resume: %v", err)
 	}
 }
@@ -226,7 +226,7 @@ func TestRunRefusesUnresolvedRoot(t *testing.T) {
 	}
 	s := open(t, dir, false)
 	_, h0, _ := checkpoint.Open(s, checkpoint.Options{}).Head(bg)
-	_, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	var re *RefusedError
 	if !errors.As(err, &re) || re.Table != "branch-tag.lance" || !errors.Is(err, lance.ErrCorruptManifest) {
 		t.Fatalf("got %v", err)
@@ -250,7 +250,7 @@ func TestRunRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, claim.ErrHeld) {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, claim.ErrHeld) {
 		t.Fatalf("held claim: %v", err)
 	}
 	if err := h.Release(bg); err != nil {
@@ -263,7 +263,7 @@ func TestRunRefusals(t *testing.T) {
 	if err := os.WriteFile(sc, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrSidecarsPending) || core.KindOf(err) != core.ErrPreconditionFailed {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrSidecarsPending) || core.KindOf(err) != core.ErrPreconditionFailed {
 		t.Fatalf("pending sidecar: %v", err)
 	}
 	if !exists(t, dir, delV4) {
@@ -278,14 +278,13 @@ func TestRunRefusals(t *testing.T) {
 func TestRunCleansRegistry(t *testing.T) {
 	dir, id := setup(t)
 	s := open(t, dir, false)
-	l := loc(dir)
-	if _, err := protocol.Create(bg, s, l, "tmp", ""); err != nil { // registry v2
+	if _, err := protocol.Create(bg, s, "tmp", ""); err != nil { // registry v2
 		t.Fatal(err)
 	}
-	if _, err := protocol.Delete(bg, s, l, "tmp"); err != nil { // v3, its pins reclaimed
+	if _, err := protocol.Delete(bg, s, "tmp"); err != nil { // v3, its pins reclaimed
 		t.Fatal(err)
 	}
-	rep, err := Run(bg, s, l, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +317,7 @@ func TestRunCleansRegistry(t *testing.T) {
 func TestRunAudit(t *testing.T) {
 	dir, _ := setup(t)
 	s := open(t, dir, false)
-	rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +347,7 @@ func TestRunAudit(t *testing.T) {
 		t.Fatalf("deletes.lance versions: %v", del[1].Versions)
 	}
 	// Nothing left to remove: the second run is quiet.
-	if _, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+	if _, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := ReadAudit(bg, s, time.Time{})
@@ -371,7 +370,7 @@ func TestRunNoAuditNoDeletion(t *testing.T) {
 	}
 	defer s.Close()
 	before := tableFiles(t, dir)
-	_, err = Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	_, err = Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 	if !errors.Is(err, ErrRunIncomplete) || !strings.Contains(err.Error(), "audit") {
 		t.Fatalf("run without an audit log: %v", err)
 	}

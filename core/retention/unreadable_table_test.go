@@ -101,7 +101,7 @@ func TestCleanupIsolatesUnreadableTable(t *testing.T) {
 			}
 
 			s := open(t, dir, false)
-			rep, err := Run(bg, s, loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+			rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -155,7 +155,7 @@ func TestCleanupRefusesStoreWhenPinnedTableUnreadable(t *testing.T) {
 	for _, run := range []bool{false, true} {
 		var err error
 		if run {
-			_, err = Run(bg, open(t, dir, false), loc(dir), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+			_, err = Run(bg, open(t, dir, false), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 		} else {
 			_, err = Preview(bg, open(t, dir, true), Policy{KeepLast: 1})
 		}

@@ -284,7 +284,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// 2. The checkpoint, exactly as `retain checkpoint create` takes it.
 	r.printf("\n2. retain checkpoint create %s (pin every table's head)\n", CheckpointName)
-	c, err := protocol.Options{Actor: r.o.Actor}.Create(ctx, s, r.o.Loc, CheckpointName, checkpoint.MainBranch)
+	c, err := protocol.Options{Actor: r.o.Actor}.Create(ctx, s.At(r.o.Loc), CheckpointName, checkpoint.MainBranch)
 	if err != nil {
 		return r.fail(StepCheckpoint, err)
 	}
@@ -327,7 +327,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.printf("\n5. retain cleanup run --keep-last %d --confirm-write-outage\n", KeepLast)
 	r.printf("   cleanup run needs a write outage: no writer may commit while it deletes. Here the writer is\n")
 	r.printf("   quickstart's own replay and it has stopped, so the outage is real; on your store, stop the writers first.\n")
-	run, err := retention.Run(ctx, s, r.o.Loc, retention.Policy{KeepLast: KeepLast}, retention.RunOptions{ConfirmWriteOutage: true, Actor: r.o.Actor})
+	run, err := retention.Run(ctx, s.At(r.o.Loc), retention.Policy{KeepLast: KeepLast}, retention.RunOptions{ConfirmWriteOutage: true, Actor: r.o.Actor})
 	r.rep.Steps.Cleanup = run
 	if err != nil {
 		return r.fail(StepCleanup, err)

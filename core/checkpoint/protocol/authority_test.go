@@ -25,7 +25,7 @@ func authorityStore(t *testing.T, pe *proofEnv, quiet bool) (*proofStore, map[st
 	t.Helper()
 	ps := pe.store(t)
 	gone := mustCreate(t, ps, "gone")
-	if _, err := Delete(bg, ps.s, ps.loc, "gone"); err != nil {
+	if _, err := Delete(bg, ps.s, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	mustCreate(t, ps, "a")
@@ -34,7 +34,7 @@ func authorityStore(t *testing.T, pe *proofEnv, quiet bool) (*proofStore, map[st
 		// Versions 5 and 6: a checkpoint created and deleted, so the head
 		// publishes nothing and no registry pin names it.
 		mustCreate(t, ps, "tmp")
-		if _, err := Delete(bg, ps.s, ps.loc, "tmp"); err != nil {
+		if _, err := Delete(bg, ps.s, "tmp"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +199,7 @@ func TestAuthorityLostKeepsEveryPin(t *testing.T) {
 					}
 					d.damage(t, ps, live)
 					damaged := allPins(t, ps.s) // the damage may take registry pins with it
-					rep, err := Reconcile(bg, ps.s, ps.loc)
+					rep, err := Reconcile(bg, ps.s)
 					if !errors.Is(err, ErrAuthorityLost) || !errors.Is(err, ErrConflicts) || !errors.Is(err, core.ErrPreconditionFailed) {
 						t.Fatalf("reconcile on a damaged registry: %v %+v", err, rep)
 					}
@@ -212,7 +212,7 @@ func TestAuthorityLostKeepsEveryPin(t *testing.T) {
 					if !bytes.Contains([]byte(err.Error()), []byte("retain registry recover")) {
 						t.Fatalf("the refusal does not name the way out: %v", err)
 					}
-					if _, err := Delete(bg, ps.s, ps.loc, "b"); !errors.Is(err, ErrAuthorityLost) {
+					if _, err := Delete(bg, ps.s, "b"); !errors.Is(err, ErrAuthorityLost) {
 						t.Fatalf("delete on a damaged registry: %v", err)
 					}
 					if got := allPins(t, ps.s); !maps.Equal(got, damaged) {
@@ -294,18 +294,18 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 				t.Run(d.name, func(t *testing.T) {
 					ps, live, _ := authorityStore(t, pe, d.quiet)
 					d.damage(t, ps, live)
-					if _, err := Reconcile(bg, ps.s, ps.loc); err == nil {
+					if _, err := Reconcile(bg, ps.s); err == nil {
 						t.Fatal("reconcile accepted the damaged registry")
 					}
-					vr, err := Verify(bg, ps.s, ps.loc)
+					vr, err := Verify(bg, ps.s)
 					if !errors.Is(err, ErrRegistryDamaged) || vr.Next != "retain registry recover STORE" {
 						t.Fatalf("verify: %v %+v", err, vr)
 					}
-					dry, err := Recover(bg, ps.s, ps.loc, RecoverOptions{DryRun: true})
+					dry, err := Recover(bg, ps.s, RecoverOptions{DryRun: true})
 					if err != nil || dry.RegistryVersion != 0 || len(dry.Checkpoints) == 0 {
 						t.Fatalf("dry run: %v %+v", err, dry)
 					}
-					rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
+					rep, err := Recover(bg, ps.s, RecoverOptions{})
 					if err != nil || len(rep.Unrecoverable) != 0 {
 						t.Fatalf("recover: %v %+v", err, rep)
 					}
@@ -330,7 +330,7 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 							t.Fatalf("checkpoint %s recovered as %q", in.ID, rin.Name)
 						}
 					}
-					vr, err = Verify(bg, ps.s, ps.loc)
+					vr, err = Verify(bg, ps.s)
 					if d.name == "publishing version rewritten" {
 						// The rewritten version stays as evidence: the
 						// chain shows it, nothing else is wrong.
@@ -341,7 +341,7 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 						t.Fatalf("verify after recover: %v %+v", err, vr)
 					}
 					// Idempotent: a second recover finds nothing to do.
-					if again, err := Recover(bg, ps.s, ps.loc, RecoverOptions{}); err != nil || again.RegistryVersion != 0 {
+					if again, err := Recover(bg, ps.s, RecoverOptions{}); err != nil || again.RegistryVersion != 0 {
 						t.Fatalf("second recover: %v %+v", err, again)
 					}
 					lanceCheck(t, ps, liveInfos(got)...)
@@ -356,7 +356,7 @@ func TestRecoverRestoresEveryCheckpoint(t *testing.T) {
 // may pin fewer tables than the others); every ogcp_ tag a live pin.
 func recoveredClean(t *testing.T, ps *proofStore) map[string]Info {
 	t.Helper()
-	rep, err := Reconcile(bg, ps.s, ps.loc)
+	rep, err := Reconcile(bg, ps.s)
 	if err != nil || len(rep.Conflicts) != 0 {
 		t.Fatalf("reconcile after recover: %v %+v", err, rep)
 	}
@@ -447,7 +447,7 @@ func TestRecoverUnplaceablePins(t *testing.T) {
 	}
 	removeFolder(t, ps.s, checkpoint.RegistryPath)
 
-	rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
+	rep, err := Recover(bg, ps.s, RecoverOptions{})
 	if err != nil || len(rep.Unrecoverable) != 1 || !strings.Contains(rep.Unrecoverable[0].Detail, "--drop-pin branch-tag.lance:"+goneTag) {
 		t.Fatalf("recover: %v %+v", err, rep)
 	}
@@ -460,20 +460,20 @@ func TestRecoverUnplaceablePins(t *testing.T) {
 	if !spilled {
 		t.Fatalf("the second pin of a on v2-appends was not given a checkpoint of its own: %+v", rep.Checkpoints)
 	}
-	if _, err := Reconcile(bg, ps.s, ps.loc); !errors.Is(err, ErrAuthorityLost) {
+	if _, err := Reconcile(bg, ps.s); !errors.Is(err, ErrAuthorityLost) {
 		t.Fatalf("reconcile with the unplaced pin: %v", err)
 	}
 	drop := RecoverOptions{DropPins: []string{"branch-tag.lance:" + goneTag}}
-	if _, err := Recover(bg, ps.s, ps.loc, drop); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := Recover(bg, ps.s, drop); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("a drop without a reason: %v", err)
 	}
 	drop.Reason = "its version was deleted by hand; nothing reads it"
-	rep, err = Recover(bg, ps.s, ps.loc, drop)
+	rep, err = Recover(bg, ps.s, drop)
 	if err != nil || len(rep.Dropped) != 1 || rep.RegistryVersion != 0 || len(rep.Unrecoverable) != 0 {
 		t.Fatalf("recover --drop-pin: %v %+v", err, rep)
 	}
 	recoveredClean(t, ps)
-	if _, err := Verify(bg, ps.s, ps.loc); err != nil {
+	if _, err := Verify(bg, ps.s); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
 }
@@ -490,13 +490,13 @@ func TestRecoverAgainAfterItsRecordWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	forgeTombstone(t, ps, live["a"].ID)
-	if _, err := Recover(bg, ps.s, ps.loc, RecoverOptions{}); err != nil {
+	if _, err := Recover(bg, ps.s, RecoverOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ps.s.PutBytes(bg, checkpoint.HintKey, record, core.PutOptions{Mode: core.PutOverwrite}); err != nil {
 		t.Fatal(err) // as if recover's record write had been lost
 	}
-	rep, err := Recover(bg, ps.s, ps.loc, RecoverOptions{})
+	rep, err := Recover(bg, ps.s, RecoverOptions{})
 	if err != nil || rep.From >= 6 {
 		t.Fatalf("second recover built on version %d (the forged head is 6): %v %+v", rep.From, err, rep)
 	}
@@ -533,7 +533,7 @@ func TestLostCommitAnswersKeepTheHeadRecord(t *testing.T) {
 	}
 	loc := core.Location{Scheme: "mem", Bucket: "test"}
 	for _, name := range []string{"a", "b"} {
-		if _, err := Create(bg, s, loc, name, ""); err != nil {
+		if _, err := Create(bg, s.At(loc), name, ""); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}

@@ -39,7 +39,7 @@ type Options struct {
 	// Actor recorded in headers and tombstones; default the claim's
 	// ($USER@host).
 	Actor string
-	// Scope of the store's writers; zero means claim.ScopeFor(loc).
+	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
 	// Gates are adapter gates to hold with the claim, taken in canonical
 	// order by core.Store.WithGates. None by default.
@@ -49,11 +49,11 @@ type Options struct {
 	Retries int
 }
 
-func (o Options) scope(loc core.Location) core.Scope {
+func (o Options) scope(s *core.Store) core.Scope {
 	if o.Scope != core.ScopeNone {
 		return o.Scope
 	}
-	return claim.ScopeFor(loc)
+	return claim.ScopeFor(s.Location())
 }
 
 func (o Options) retries() int {
@@ -112,21 +112,21 @@ var testHookBeforeTags func()
 
 // Create takes checkpoint name of every table of the store on branch
 // ("" means main) with the zero Options.
-func Create(ctx context.Context, s *core.Store, loc core.Location, name, branch string) (*Created, error) {
-	return Options{}.Create(ctx, s, loc, name, branch)
+func Create(ctx context.Context, s *core.Store, name, branch string) (*Created, error) {
+	return Options{}.Create(ctx, s, name, branch)
 }
 
 // Create runs the create protocol (docs/checkpoints.md, "Create"):
 // capture, claim (+ gates), revalidate, sidecar, tags, verify, one
 // registry commit, sidecar delete, release.
-func (o Options) Create(ctx context.Context, s *core.Store, loc core.Location, name, branch string) (*Created, error) {
+func (o Options) Create(ctx context.Context, s *core.Store, name, branch string) (*Created, error) {
 	if err := checkpoint.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if branch == "" {
 		branch = checkpoint.MainBranch
 	}
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	var last error
 	for attempt := 1; attempt <= o.retries(); attempt++ {
 		src, err := capture(ctx, s, reg, name, branch, nil)
@@ -134,7 +134,7 @@ func (o Options) Create(ctx context.Context, s *core.Store, loc core.Location, n
 			return nil, err
 		}
 		failpoint.Hit(FPCreateAfterCapture)
-		res, retry, err := o.createClaimed(ctx, s, loc, reg, src, name, branch)
+		res, retry, err := o.createClaimed(ctx, s, reg, src, name, branch)
 		if !retry {
 			if res != nil {
 				res.Attempts = attempt
@@ -344,25 +344,25 @@ func registryDataset(s *core.Store) *lance.Dataset {
 	return d
 }
 
-func acquire(ctx context.Context, s *core.Store, loc core.Location, o Options, action, op string) (*claim.Handle, error) {
-	return claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: action, Actor: o.Actor, Scope: o.scope(loc)})
+func acquire(ctx context.Context, s *core.Store, o Options, action, op string) (*claim.Handle, error) {
+	return claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: action, Actor: o.Actor, Scope: o.scope(s)})
 }
 
 // withGates runs fn holding o.Gates (if any).
-func (o Options) withGates(ctx context.Context, s *core.Store, loc core.Location, fn func(context.Context) error) error {
+func (o Options) withGates(ctx context.Context, s *core.Store, fn func(context.Context) error) error {
 	if len(o.Gates) == 0 {
 		return fn(ctx)
 	}
-	return s.WithGates(ctx, o.scope(loc), o.Gates, fn)
+	return s.WithGates(ctx, o.scope(s), o.Gates, fn)
 }
 
 // createClaimed runs everything under the claim. retry: release happened
 // before any tag exists (or the tags were rolled back) and the caller may
 // restart.
-func (o Options) createClaimed(ctx context.Context, s *core.Store, loc core.Location, reg *checkpoint.Registry, src *source, name, branch string) (res *Created, retry bool, err error) {
+func (o Options) createClaimed(ctx context.Context, s *core.Store, reg *checkpoint.Registry, src *source, name, branch string) (res *Created, retry bool, err error) {
 	id := checkpoint.NewID()
 	op := "create-" + string(id)
-	h, err := acquire(ctx, s, loc, o, "checkpoint-create", op)
+	h, err := acquire(ctx, s, o, "checkpoint-create", op)
 	if err != nil {
 		return nil, false, err
 	}
@@ -379,7 +379,7 @@ func (o Options) createClaimed(ctx context.Context, s *core.Store, loc core.Loca
 	if actor == "" {
 		actor = h.Payload().Actor
 	}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
 		// Revalidate everything captured, before any tag exists.
 		now, cerr := capture(ctx, s, reg, name, branch, src)
 		if cerr != nil {

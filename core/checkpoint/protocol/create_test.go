@@ -63,21 +63,20 @@ func TestCreateLocalAndMem(t *testing.T) {
 	for _, kind := range []string{"localfs", "memstore"} {
 		t.Run(kind, func(t *testing.T) {
 			var s *core.Store
-			var loc core.Location
 			if kind == "localfs" {
-				s, loc, _ = localStore(t, "v2-appends", "branch-tag")
+				s, _, _ = localStore(t, "v2-appends", "branch-tag")
 			} else {
-				s, loc = memStore(t, "v2-appends", "branch-tag")
+				s, _ = memStore(t, "v2-appends", "branch-tag")
 			}
-			c, err := Create(bg, s, loc, "nightly/1", "")
+			c, err := Create(bg, s, "nightly/1", "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkCreated(t, s, c, map[string]uint64{"v2-appends.lance": 3, "branch-tag.lance": 3})
-			if _, err := Create(bg, s, loc, "nightly/1", ""); !errors.Is(err, checkpoint.ErrNameTaken) || !errors.Is(err, core.ErrAlreadyExists) {
+			if _, err := Create(bg, s, "nightly/1", ""); !errors.Is(err, checkpoint.ErrNameTaken) || !errors.Is(err, core.ErrAlreadyExists) {
 				t.Fatalf("taken name: %v", err)
 			}
-			c2, err := Create(bg, s, loc, "nightly/2", "")
+			c2, err := Create(bg, s, "nightly/2", "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,25 +89,25 @@ func TestCreateLocalAndMem(t *testing.T) {
 }
 
 func TestCreateOnBranch(t *testing.T) {
-	s, loc, _ := localStore(t, "branch-tag")
-	c, err := Create(bg, s, loc, "exp-cp", "exp")
+	s, _, _ := localStore(t, "branch-tag")
+	c, err := Create(bg, s, "exp-cp", "exp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkCreated(t, s, c, map[string]uint64{"branch-tag.lance": 4})
-	s2, loc2, _ := localStore(t, "branch-tag", "v2-appends")
-	if _, err := Create(bg, s2, loc2, "exp-cp", "exp"); !errors.Is(err, ErrMissingTarget) {
+	s2, _, _ := localStore(t, "branch-tag", "v2-appends")
+	if _, err := Create(bg, s2, "exp-cp", "exp"); !errors.Is(err, ErrMissingTarget) {
 		t.Fatalf("a table without the branch: %v", err)
 	}
 	noSidecars(t, s2)
 }
 
 func TestCreateEmptyStoreAndBadName(t *testing.T) {
-	s, loc, _ := localStore(t)
-	if _, err := Create(bg, s, loc, "x", ""); !errors.Is(err, ErrNoTables) {
+	s, _, _ := localStore(t)
+	if _, err := Create(bg, s, "x", ""); !errors.Is(err, ErrNoTables) {
 		t.Fatalf("empty: %v", err)
 	}
-	if _, err := Create(bg, s, loc, "ogcp_x", ""); !errors.Is(err, checkpoint.ErrInvalidName) {
+	if _, err := Create(bg, s, "ogcp_x", ""); !errors.Is(err, checkpoint.ErrInvalidName) {
 		t.Fatalf("reserved: %v", err)
 	}
 }

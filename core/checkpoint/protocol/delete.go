@@ -42,8 +42,8 @@ type Deleted struct {
 }
 
 // Delete deletes a checkpoint with the zero Options.
-func Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID string) (*Deleted, error) {
-	return Options{}.Delete(ctx, s, loc, nameOrID)
+func Delete(ctx context.Context, s *core.Store, nameOrID string) (*Deleted, error) {
+	return Options{}.Delete(ctx, s, nameOrID)
 }
 
 // Delete runs the delete protocol. Like every destructive operation it
@@ -53,10 +53,10 @@ func Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID stri
 // tombstones reservation, header and rows with a fresh
 // delete_operation_id; release; then every pin tag of the checkpoint is
 // deleted, idempotently. A tag delete that fails only over-retains.
-func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, nameOrID string) (res *Deleted, err error) {
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+func (o Options) Delete(ctx context.Context, s *core.Store, nameOrID string) (res *Deleted, err error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	op := "delete-" + string(checkpoint.NewID())
-	h, err := acquire(ctx, s, loc, o, "checkpoint-delete", op)
+	h, err := acquire(ctx, s, o, "checkpoint-delete", op)
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +75,8 @@ func (o Options) Delete(ctx context.Context, s *core.Store, loc core.Location, n
 	}
 	var cp checkpoint.Checkpoint
 	pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
-		if err := reconcile(ctx, s, reg, o.scope(loc), pre, false); err != nil {
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
+		if err := reconcile(ctx, s, reg, o.scope(s), pre, false); err != nil {
 			return err
 		}
 		if authorityLost(pre) {

@@ -111,13 +111,13 @@ func ProvesOtherCommit(ref, got lance.PhysRef) bool {
 // authority is in doubt (reconcile's read phase finds authority-lost). Under
 // the claim, framed by audit lines: this is the way out of a
 // `pin-lost`/`incarnation-changed`/`table-missing` conflict.
-func (o Options) DropLost(ctx context.Context, s *core.Store, loc core.Location, nameOrID, path string, do DropLostOptions) (res *DroppedLost, err error) {
+func (o Options) DropLost(ctx context.Context, s *core.Store, nameOrID, path string, do DropLostOptions) (res *DroppedLost, err error) {
 	if strings.TrimSpace(do.Reason) == "" {
 		return nil, core.Errorf("drop-lost", path, core.ErrInvalidArgument, "say why with --reason: it is recorded in the checkpoint and the audit log")
 	}
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	op := "drop-lost-" + string(checkpoint.NewID())
-	h, err := acquire(ctx, s, loc, o, "checkpoint-drop-lost", op)
+	h, err := acquire(ctx, s, o, "checkpoint-drop-lost", op)
 	if err != nil {
 		return nil, err
 	}
@@ -131,9 +131,9 @@ func (o Options) DropLost(ctx context.Context, s *core.Store, loc core.Location,
 		actor = h.Payload().Actor
 	}
 	var row checkpoint.Row
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
 		pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-		if err := reconcile(ctx, s, reg, o.scope(loc), pre, true); err != nil {
+		if err := reconcile(ctx, s, reg, o.scope(s), pre, true); err != nil {
 			return err
 		}
 		if authorityLost(pre) {

@@ -34,7 +34,7 @@ func ExampleCreate() {
 	}
 	defer s.Close()
 
-	c, err := protocol.Create(ctx, s, loc, "before-migration", "") // "": branch main
+	c, err := protocol.Create(ctx, s, "before-migration", "") // "": branch main
 	if err != nil {
 		log.Fatal(err)
 	}

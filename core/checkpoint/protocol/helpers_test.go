@@ -38,7 +38,8 @@ func localStore(t testing.TB, names ...string) (*core.Store, core.Location, stri
 		t.Fatal(err)
 	}
 	copyFixtures(t, dir, names...)
-	return openLocal(t, dir), core.Location{Scheme: "file", Path: dir}, dir
+	loc := core.Location{Scheme: "file", Path: dir}
+	return openLocal(t, dir).At(loc), loc, dir
 }
 
 func openLocal(t testing.TB, dir string) *core.Store {
@@ -80,7 +81,8 @@ func memStore(t testing.TB, names ...string) (*core.Store, core.Location) {
 			t.Fatal(err)
 		}
 	}
-	return s, core.Location{Scheme: "mem", Bucket: "test"}
+	loc := core.Location{Scheme: "mem", Bucket: "test"}
+	return s.At(loc), loc
 }
 
 func tags(t testing.TB, s *core.Store, root string) map[string]lance.Tag {

@@ -13,8 +13,8 @@ func TestRealLanceReadsPins(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real Lance (Node)")
 	}
-	s, loc, dir := localStore(t, "v2-appends", "branch-tag")
-	c, err := Create(bg, s, loc, "real", "")
+	s, _, dir := localStore(t, "v2-appends", "branch-tag")
+	c, err := Create(bg, s, "real", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestRealLanceReadsPins(t *testing.T) {
 			t.Fatalf("%s: checkout of %s has %v rows, want %d", ct.Path, ct.Tag, got, want[ct.Path])
 		}
 	}
-	if _, err := Delete(bg, s, loc, "real"); err != nil {
+	if _, err := Delete(bg, s, "real"); err != nil {
 		t.Fatal(err)
 	}
 	for _, ct := range c.Tables {

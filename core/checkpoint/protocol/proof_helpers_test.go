@@ -98,7 +98,7 @@ func (pe *proofEnv) store(t testing.TB) *proofStore {
 func openLoc(t testing.TB, loc core.Location) *core.Store {
 	t.Helper()
 	if loc.Scheme == "file" {
-		return openLocal(t, loc.Path)
+		return openLocal(t, loc.Path).At(loc)
 	}
 	d, err := s3.Open(bg, loc)
 	if err != nil {
@@ -109,7 +109,7 @@ func openLoc(t testing.TB, loc core.Location) *core.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s
+	return s.At(loc)
 }
 
 // uploadFixture copies the fixture <name>.lance to the store's folder dst.
@@ -237,16 +237,16 @@ func TestProofChild(t *testing.T) {
 		switch sp.Op {
 		case "create":
 			var c *Created
-			if c, err = Create(bg, s, sp.Loc, sp.Name, ""); err == nil {
+			if c, err = Create(bg, s, sp.Name, ""); err == nil {
 				res.ID, res.Generation, res.Attempts = c.ID, c.Generation, c.Attempts
 			}
 		case "delete":
 			var d *Deleted
-			if d, err = Delete(bg, s, sp.Loc, sp.Name); err == nil {
+			if d, err = Delete(bg, s, sp.Name); err == nil {
 				res.ID = d.ID
 			}
 		case "reconcile":
-			_, err = Reconcile(bg, s, sp.Loc)
+			_, err = Reconcile(bg, s)
 		default:
 			t.Fatalf("op %q", sp.Op)
 		}
@@ -332,7 +332,7 @@ func takeoverDead(t testing.TB, ps *proofStore) (held bool) {
 	if p.PID == os.Getpid() {
 		t.Fatalf("the claim is held by this process, not a dead child: %+v", p)
 	}
-	if _, err := Reconcile(bg, ps.s, ps.loc); !errors.Is(err, claim.ErrHeld) {
+	if _, err := Reconcile(bg, ps.s); !errors.Is(err, claim.ErrHeld) {
 		t.Fatalf("reconcile with a dead child's claim held: %v", err)
 	}
 	h, err := claim.Takeover(bg, ps.s, claim.TakeoverRequest{Request: claim.Request{Action: "takeover", Scope: claim.ScopeFor(ps.loc)},
@@ -499,7 +499,7 @@ func stray(t testing.TB, ps *proofStore) []string {
 // reconcileOK runs reconcile in this process and checks the invariants.
 func reconcileOK(t testing.TB, ps *proofStore) (map[string]Info, *Report) {
 	t.Helper()
-	rep, err := Reconcile(bg, ps.s, ps.loc)
+	rep, err := Reconcile(bg, ps.s)
 	if err != nil {
 		t.Fatalf("reconcile: %v %+v", err, rep)
 	}

@@ -18,7 +18,7 @@ import (
 // mustCreate creates a checkpoint in this process.
 func mustCreate(t testing.TB, ps *proofStore, name string) *Created {
 	t.Helper()
-	c, err := Create(bg, ps.s, ps.loc, name, "")
+	c, err := Create(bg, ps.s, name, "")
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
@@ -132,7 +132,7 @@ func TestProofCrashDelete(t *testing.T) {
 					wantLive(t, live, "keep", keep.ID)
 					if !tombstoned {
 						wantLive(t, live, "victim", victim.ID)
-						if _, err := Delete(bg, ps.s, ps.loc, "victim"); err != nil {
+						if _, err := Delete(bg, ps.s, "victim"); err != nil {
 							t.Fatal(err)
 						}
 						live, _ = reconcileOK(t, ps)
@@ -315,7 +315,7 @@ func TestProofRaceRevive(t *testing.T) {
 				name := fmt.Sprintf("reuse/%d", round)
 				retry := round%2 == 1
 				old := mustCreate(t, ps, name)
-				if _, err := Delete(bg, ps.s, ps.loc, name); err != nil {
+				if _, err := Delete(bg, ps.s, name); err != nil {
 					t.Fatal(err)
 				}
 				olds = append(olds, old.ID)
@@ -362,7 +362,7 @@ func TestProofABA(t *testing.T) {
 				uploadFixture(t, ps.s, "v2-appends-again", "v2-appends.lance")
 			}
 			defer func() { testHookBeforeTags = nil }()
-			_, err := Create(bg, ps.s, ps.loc, "a", "")
+			_, err := Create(bg, ps.s, "a", "")
 			if !errors.Is(err, ErrSourceChanged) {
 				t.Fatalf("ABA on %s: %v", kind, err)
 			}

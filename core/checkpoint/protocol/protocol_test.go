@@ -15,12 +15,12 @@ import (
 )
 
 func TestDeleteRemovesTagsAndRevive(t *testing.T) {
-	s, loc, _ := localStore(t, "v2-appends", "branch-tag")
-	c, err := Create(bg, s, loc, "eod", "")
+	s, _, _ := localStore(t, "v2-appends", "branch-tag")
+	c, err := Create(bg, s, "eod", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := Delete(bg, s, loc, "eod")
+	d, err := Delete(bg, s, "eod")
 	if err != nil || len(d.TagErrors) != 0 {
 		t.Fatal(err, d)
 	}
@@ -41,24 +41,24 @@ func TestDeleteRemovesTagsAndRevive(t *testing.T) {
 		t.Fatalf("tombstone: %+v %v", cp, err)
 	}
 	// Deleting again by id: already tombstoned, nothing to do.
-	d2, err := Delete(bg, s, loc, string(c.ID))
+	d2, err := Delete(bg, s, string(c.ID))
 	if err != nil || !d2.AlreadyTombstoned || d2.OperationID != d.OperationID {
 		t.Fatalf("again: %+v %v", d2, err)
 	}
 	// The name is revived with a fresh id and generation 2.
-	c2, err := Create(bg, s, loc, "eod", "")
+	c2, err := Create(bg, s, "eod", "")
 	if err != nil || c2.ID == c.ID || c2.Generation != 2 {
 		t.Fatalf("revive: %+v %v", c2, err)
 	}
 }
 
 func TestListShowHealthAndDeep(t *testing.T) {
-	s, loc, dir := localStore(t, "v2-appends", "branch-tag")
-	c, err := Create(bg, s, loc, "a", "")
+	s, _, dir := localStore(t, "v2-appends", "branch-tag")
+	c, err := Create(bg, s, "a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Create(bg, s, loc, "b", ""); err != nil {
+	if _, err := Create(bg, s, "b", ""); err != nil {
 		t.Fatal(err)
 	}
 	_, infos, err := List(bg, s)
@@ -100,17 +100,17 @@ func TestListShowHealthAndDeep(t *testing.T) {
 }
 
 func TestReconcileRepairsAndReclaims(t *testing.T) {
-	s, loc, _ := localStore(t, "v2-appends", "branch-tag")
-	c, err := Create(bg, s, loc, "a", "")
+	s, _, _ := localStore(t, "v2-appends", "branch-tag")
+	c, err := Create(bg, s, "a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A deleted checkpoint "b" whose pins are reclaimed only by reconcile.
-	b, err := Create(bg, s, loc, "b", "")
+	b, err := Create(bg, s, "b", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Delete(bg, s, loc, "b"); err != nil {
+	if _, err := Delete(bg, s, "b"); err != nil {
 		t.Fatal(err)
 	}
 	// A deleted pin, a deleted registry pin, a leftover pin of the deleted
@@ -133,7 +133,7 @@ func TestReconcileRepairsAndReclaims(t *testing.T) {
 	if _, err := ds.CreateTag(bg, "ogcp_handmade", 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Reconcile(bg, s, loc)
+	rep, err := Reconcile(bg, s)
 	if !errors.Is(err, ErrConflicts) || len(rep.Conflicts) != 1 || rep.Conflicts[0].Kind != ConflictUnknownReserved {
 		t.Fatalf("reconcile: %v %+v", err, rep)
 	}
@@ -151,7 +151,7 @@ func TestReconcileRepairsAndReclaims(t *testing.T) {
 	if err := ds.DeleteTag(bg, "ogcp_handmade", ""); err != nil {
 		t.Fatal(err)
 	}
-	rep, err = Reconcile(bg, s, loc)
+	rep, err = Reconcile(bg, s)
 	if err != nil || len(rep.Repaired)+len(rep.Reclaimed)+len(rep.Conflicts) != 0 {
 		t.Fatalf("second reconcile: %v %+v", err, rep)
 	}
@@ -160,16 +160,16 @@ func TestReconcileRepairsAndReclaims(t *testing.T) {
 // TestReconcileConflictFailsClosed: a table recreated under a live
 // checkpoint is a conflict; reconcile touches nothing on that table.
 func TestReconcileConflictFailsClosed(t *testing.T) {
-	s, loc, dir := localStore(t, "v2-appends")
-	c, err := Create(bg, s, loc, "a", "")
+	s, _, dir := localStore(t, "v2-appends")
+	c, err := Create(bg, s, "a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gone, err := Create(bg, s, loc, "gone", "")
+	gone, err := Create(bg, s, "gone", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Delete(bg, s, loc, "gone"); err != nil {
+	if _, err := Delete(bg, s, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	// Recreate the table (same versions, other commits), without tags,
@@ -187,7 +187,7 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 	if _, err := ds.CreateTag(bg, orphan, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Reconcile(bg, s, loc)
+	rep, err := Reconcile(bg, s)
 	if !errors.Is(err, ErrConflicts) || len(rep.Conflicts) != 1 || rep.Conflicts[0].Kind != ConflictIncarnationChanged {
 		t.Fatalf("%v %+v", err, rep)
 	}
@@ -196,7 +196,7 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 	}
 	// Delete reconciles first: with a conflict it refuses and deletes
 	// nothing, not even the checkpoint it was asked to delete.
-	if _, err := Delete(bg, s, loc, "a"); !errors.Is(err, ErrConflicts) {
+	if _, err := Delete(bg, s, "a"); !errors.Is(err, ErrConflicts) {
 		t.Fatalf("delete with a conflict pending: %v", err)
 	}
 	if _, cps, err := List(bg, s); err != nil || len(cps) != 1 {
@@ -206,7 +206,7 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 		t.Fatal("the refused delete reclaimed a tag")
 	}
 	// The next checkpoint sees a new incarnation.
-	c2, err := Create(bg, s, loc, "b", "")
+	c2, err := Create(bg, s, "b", "")
 	if err != nil || !c2.Tables[0].NewIncarnation || c2.Tables[0].Incarnation != 2 || c2.Tables[0].TableID != c.Tables[0].TableID {
 		t.Fatalf("incarnation: %+v %v", c2, err)
 	}
@@ -215,7 +215,7 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 // TestCreateABA: the table is deleted and recreated at the same path and
 // versions between capture and tagging: create refuses and leaves nothing.
 func TestCreateABA(t *testing.T) {
-	s, loc, dir := localStore(t, "v2-appends")
+	s, _, dir := localStore(t, "v2-appends")
 	testHookBeforeTags = func() {
 		testHookBeforeTags = nil
 		tbl := filepath.Join(dir, "v2-appends.lance")
@@ -225,7 +225,7 @@ func TestCreateABA(t *testing.T) {
 		}
 	}
 	defer func() { testHookBeforeTags = nil }()
-	_, err := Create(bg, s, loc, "a", "")
+	_, err := Create(bg, s, "a", "")
 	if !errors.Is(err, ErrSourceChanged) {
 		t.Fatalf("ABA: %v", err)
 	}
@@ -252,14 +252,14 @@ func TestCheckUserTag(t *testing.T) {
 func TestCrashCreate(t *testing.T) {
 	if dir := os.Getenv("PROTOCOL_CHILD_DIR"); dir != "" {
 		s := openLocal(t, dir)
-		if _, err := Create(bg, s, core.Location{Scheme: "file", Path: dir}, "crash", ""); err != nil {
+		if _, err := Create(bg, s.At(core.Location{Scheme: "file", Path: dir}), "crash", ""); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	for _, fp := range CreateFailpoints {
 		t.Run(filepath.Base(fp), func(t *testing.T) {
-			s, loc, dir := localStore(t, "v2-appends", "branch-tag")
+			s, _, dir := localStore(t, "v2-appends", "branch-tag")
 			cmd := testkit.Child("TestCrashCreate", []string{"PROTOCOL_CHILD_DIR=" + dir, failpoint.Env + "=" + fp})
 			out, err := cmd.CombinedOutput()
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != failpoint.ExitCode {
@@ -267,7 +267,7 @@ func TestCrashCreate(t *testing.T) {
 			}
 			// A claim left by the dead process: take it over as an operator would.
 			clearDeadClaim(t, s)
-			if _, err := Reconcile(bg, s, loc); err != nil {
+			if _, err := Reconcile(bg, s); err != nil {
 				t.Fatal(err)
 			}
 			noSidecars(t, s)
@@ -291,7 +291,7 @@ func TestCrashCreate(t *testing.T) {
 			}
 			// The store works on: the name can be (re)used.
 			if !published {
-				if _, err := Create(bg, s, loc, "crash", ""); err != nil {
+				if _, err := Create(bg, s, "crash", ""); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -87,8 +87,8 @@ type Report struct {
 }
 
 // Reconcile runs reconcile with the zero Options.
-func Reconcile(ctx context.Context, s *core.Store, loc core.Location) (*Report, error) {
-	return Options{}.Reconcile(ctx, s, loc)
+func Reconcile(ctx context.Context, s *core.Store) (*Report, error) {
+	return Options{}.Reconcile(ctx, s)
 }
 
 // Reconcile brings the pins in line with the registry, under the claim:
@@ -97,9 +97,9 @@ func Reconcile(ctx context.Context, s *core.Store, loc core.Location) (*Report, 
 // deletes ogcp_ tags no live checkpoint explains. Conflicts are reported
 // and fail closed: nothing more is done on that table. With conflicts the
 // error is ErrConflicts and the report says which.
-func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location) (rep *Report, err error) {
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
-	h, err := acquire(ctx, s, loc, o, "reconcile", "reconcile-"+string(checkpoint.NewID()))
+func (o Options) Reconcile(ctx context.Context, s *core.Store) (rep *Report, err error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
+	h, err := acquire(ctx, s, o, "reconcile", "reconcile-"+string(checkpoint.NewID()))
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 	}()
 	failpoint.Hit(FPReconcileAfterClaim)
 	rep = &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep, false) })
+	err = o.withGates(ctx, s, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(s), rep, false) })
 	if err != nil {
 		return rep, err
 	}
@@ -121,10 +121,10 @@ func (o Options) Reconcile(ctx context.Context, s *core.Store, loc core.Location
 // (cleanup run): no acquire, no release, no failpoints of its own. The
 // caller must hold the store's claim for the whole call. With conflicts
 // the error is ErrConflicts and the report says which.
-func (o Options) ReconcileHeld(ctx context.Context, s *core.Store, loc core.Location) (*Report, error) {
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+func (o Options) ReconcileHeld(ctx context.Context, s *core.Store) (*Report, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err := o.withGates(ctx, s, loc, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(loc), rep, false) })
+	err := o.withGates(ctx, s, func(ctx context.Context) error { return reconcile(ctx, s, reg, o.scope(s), rep, false) })
 	if err != nil {
 		return rep, err
 	}

@@ -105,16 +105,16 @@ type RecoveredPin struct {
 }
 
 // Recover runs registry recover with the zero Options.
-func Recover(ctx context.Context, s *core.Store, loc core.Location, ro RecoverOptions) (*RecoverReport, error) {
-	return Options{}.Recover(ctx, s, loc, ro)
+func Recover(ctx context.Context, s *core.Store, ro RecoverOptions) (*RecoverReport, error) {
+	return Options{}.Recover(ctx, s, ro)
 }
 
 // Recover rebuilds, under the claim, the checkpoints the registry lost
 // from their surviving pins (see the comment above).
-func (o Options) Recover(ctx context.Context, s *core.Store, loc core.Location, ro RecoverOptions) (rep *RecoverReport, err error) {
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+func (o Options) Recover(ctx context.Context, s *core.Store, ro RecoverOptions) (rep *RecoverReport, err error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	op := "recover-" + string(checkpoint.NewID())
-	h, err := acquire(ctx, s, loc, o, "registry-recover", op)
+	h, err := acquire(ctx, s, o, "registry-recover", op)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (o Options) Recover(ctx context.Context, s *core.Store, loc core.Location, 
 	}()
 	rep = &RecoverReport{Corrupt: []checkpoint.Version{}, Checkpoints: []RecoveredCheckpoint{}, Replaced: []PinEvent{},
 		SidecarsRemoved: []string{}, Unrecoverable: []Conflict{}, Revived: []string{}, Dropped: []PinEvent{}, DryRun: ro.DryRun}
-	err = o.withGates(ctx, s, loc, func(ctx context.Context) error {
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
 		r := &recovery{s: s, reg: reg, rep: rep, op: op, actor: h.Payload().Actor, now: time.Now().UTC().Truncate(time.Millisecond)}
 		if o.Actor != "" {
 			r.actor = o.Actor

@@ -48,13 +48,13 @@ func (r *VerifyReport) OK() bool {
 // reads (History: the one check whose cost grows with the depth), and
 // reconcile's reading of the store finds nothing it could not explain.
 // A damaged registry is ErrRegistryDamaged with the report.
-func Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyReport, error) {
-	return Options{}.Verify(ctx, s, loc)
+func Verify(ctx context.Context, s *core.Store) (*VerifyReport, error) {
+	return Options{}.Verify(ctx, s)
 }
 
 // Verify is Verify with o's scope.
-func (o Options) Verify(ctx context.Context, s *core.Store, loc core.Location) (*VerifyReport, error) {
-	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(loc)})
+func (o Options) Verify(ctx context.Context, s *core.Store) (*VerifyReport, error) {
+	reg := checkpoint.Open(s, checkpoint.Options{Scope: o.scope(s)})
 	out := &VerifyReport{Unreadable: []checkpoint.Version{}, Problems: []Conflict{}}
 	var breaks []checkpoint.ChainBreak
 	var err error
@@ -67,13 +67,13 @@ func (o Options) Verify(ctx context.Context, s *core.Store, loc core.Location) (
 	}
 	out.ChainBreaks = append([]checkpoint.ChainBreak{}, breaks...)
 	rep := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-	err = reconcile(ctx, s, reg, o.scope(loc), rep, true)
+	err = reconcile(ctx, s, reg, o.scope(s), rep, true)
 	if err == nil && authorityLost(rep) {
 		// Verify holds no claim: a create that committed between the
 		// head read and the sidecar listing looks like unknown pins.
 		// Only what a fresh read still finds is reported.
 		rep = &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
-		err = reconcile(ctx, s, reg, o.scope(loc), rep, true)
+		err = reconcile(ctx, s, reg, o.scope(s), rep, true)
 	}
 	out.Head = rep.RegistryVersion
 	switch {

@@ -3,12 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/failpoint"
@@ -46,23 +44,8 @@ func runShell(t *testing.T, line string) (string, int) {
 // name the resume command, and that command, pasted, finishes the run.
 func TestKilledCleanupRunNamesResume(t *testing.T) {
 	db := runFixture(t)
-	hs := t.TempDir()
-	cmd := exec.Command(bin, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1")
-	cmd.Env = append(os.Environ(), failpoint.PauseEnv+"="+retention.FPRunAfterBoundary, failpoint.PauseDir+"="+hs)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(failpoint.PauseFile(hs, retention.FPRunAfterBoundary, ".reached")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("cleanup never reached its pause")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	p := startPaused(t, retention.FPRunAfterBoundary, "cleanup", "run", db, "--confirm-write-outage", "--keep-last", "1")
+	cmd := p.cmd
 	// SIGKILL: a death the process cannot handle, so the claim stays as
 	// an interrupt without a handler leaves it.
 	cmd.Process.Kill()

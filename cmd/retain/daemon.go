@@ -84,7 +84,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 				}
 				defer stop()
 			}
-			a.ownsSignals = true
+			a.ownsSignals.Store(true)
 			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer cancel()
 			return d.Run(ctx)

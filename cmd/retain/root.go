@@ -12,7 +12,9 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
@@ -48,7 +50,7 @@ type app struct {
 	onInterrupt string
 	// ownsSignals: the command handles SIGINT/SIGTERM itself (the daemon
 	// finishes its pass; its exit status says how that pass went).
-	ownsSignals bool
+	ownsSignals atomic.Bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -59,10 +61,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	// Ctrl-C or a service manager's SIGTERM cancels the command's context:
 	// the work stops at its next store call, claims are released, journals
-	// stay resumable. A second signal ends the process at once.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	go func() { <-ctx.Done(); stop() }()
+	// stay resumable. The handler stays until the command returns, so a
+	// duplicate (`timeout` signals the child and then its group) cannot
+	// kill it; a second Ctrl-C a moment later ends a one-shot command at
+	// once. A command that owns its signals (the daemon) is never cut short.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer func() {
+		// A command that owns its signals keeps them absorbed until the
+		// process exits: a late duplicate must not kill it mid-teardown.
+		if !a.ownsSignals.Load() {
+			signal.Stop(sigs)
+		}
+	}()
+	go func() {
+		var first time.Time
+		for range sigs {
+			switch {
+			case first.IsZero():
+				first = time.Now()
+				cancel()
+			case time.Since(first) > time.Second && !a.ownsSignals.Load():
+				fmt.Fprintln(stderr, "retain: a second signal: stopping now")
+				os.Exit(exitInterrupted)
+			}
+		}
+	}()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
@@ -72,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
 		code = exitUsage
 	}
-	if ctx.Err() != nil && !a.ownsSignals {
+	if ctx.Err() != nil && !a.ownsSignals.Load() {
 		code = exitInterrupted
 		err = fmt.Errorf("interrupted by a signal; the work stopped at a safe point: %w", err)
 		if a.onInterrupt != "" {

@@ -69,7 +69,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 			}
 			defer s.Close()
 			m := maintenance.NewMetrics()
-			d := &maintenance.Daemon{Store: s, Location: loc, Config: cfg, Logger: log, Metrics: m}
+			d := &maintenance.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
 			if once {
 				r := d.Pass(cmd.Context())
 				if a.jsonOut {

@@ -56,7 +56,7 @@ checked: a failed check exits 1, so quickstart doubles as a smoke test.`,
 			if a.jsonOut {
 				out = nil
 			}
-			rep, err := quickstart.Run(ctx, quickstart.Options{Dir: dir, Loc: loc, Store: s, ReadOnly: ro, Out: out, Retain: "retain", Actor: actor})
+			rep, err := quickstart.Run(ctx, quickstart.Options{Dir: dir, Store: s.At(loc), ReadOnly: ro, Out: out, Retain: "retain", Actor: actor})
 			if a.jsonOut {
 				if perr := a.printJSON(rep); perr != nil && err == nil {
 					err = perr

@@ -44,7 +44,7 @@ func TestLiveCLIRunIsAClaimWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Release(bg)
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
 	r := d.Pass(bg)
 	t.Logf("retention error: %s", r.RetentionError)
 	if d.state.RetentionFailures != 0 {
@@ -110,7 +110,7 @@ func TestLostClaimResponseDoesNotWedge(t *testing.T) {
 	}
 	defer s.Close()
 	loc := core.Location{Scheme: "file", Path: dir}
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
 	r1 := d.Pass(bg)
 	t.Logf("pass 1: reconcile %q; retention %q", r1.ReconcileError, r1.RetentionError)
 	r2 := d.Pass(bg)

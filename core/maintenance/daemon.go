@@ -20,11 +20,12 @@ import (
 
 // Daemon runs maintenance passes on one store.
 type Daemon struct {
-	Store    *core.Store
-	Location core.Location
-	Config   Config
-	Logger   hclog.Logger
-	Metrics  *Metrics
+	// Store is the store the daemon keeps, at its location (Store.At): the
+	// claim's scope and the logs come from it.
+	Store   *core.Store
+	Config  Config
+	Logger  hclog.Logger
+	Metrics *Metrics
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 
@@ -105,7 +106,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.Logger = hclog.NewNullLogger()
 	}
 	d.loadState(ctx)
-	d.Logger.Info("daemon started", "store", d.Location.String(), "enabled", d.Config.IsEnabled(), "interval", d.Config.interval(),
+	d.Logger.Info("daemon started", "store", d.Store.Location().String(), "enabled", d.Config.IsEnabled(), "interval", d.Config.interval(),
 		"window", d.window(), "retention_every", d.Config.every())
 	if !d.Config.IsEnabled() {
 		d.Logger.Warn("maintenance is disabled (enabled: false): no reconcile and no retention run; the retention window is NOT enforced")
@@ -211,7 +212,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	popts := protocol.Options{Actor: d.actor()}
 
 	// 1. Reconcile, online: no deletions of data.
-	rep, err := popts.Reconcile(ctx, d.Store.At(d.Location))
+	rep, err := popts.Reconcile(ctx, d.Store)
 	r.Reconcile = rep
 	if rep != nil {
 		d.Metrics.Pins.WithLabelValues("repaired").Set(float64(len(rep.Repaired)))
@@ -276,7 +277,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	}
 	if len(open) > 0 {
 		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
-		rr, err := retention.Resume(ctx, d.Store.At(d.Location), retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
+		rr, err := retention.Resume(ctx, d.Store, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
 			Online: !d.Config.Retention.WritersStopped})
 		r.Resumed = rr
 		d.logRemovals(rr)
@@ -290,7 +291,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	} else {
 		o.Online = true
 	}
-	rep, err := retention.Run(ctx, d.Store.At(d.Location), d.Config.Policy(), o)
+	rep, err := retention.Run(ctx, d.Store, d.Config.Policy(), o)
 	r.Retention = rep
 	d.logRemovals(rep)
 	if err == nil && rep.Failed > 0 {

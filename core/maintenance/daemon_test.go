@@ -92,7 +92,7 @@ func TestReconcileFailureIsolated(t *testing.T) {
 	delBefore, btBefore := manifests(t, dir, "deletes.lance"), manifests(t, dir, "branch-tag.lance")
 
 	var logs strings.Builder
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n"),
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n"),
 		Logger: hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})}
 	r := d.Pass(bg)
 	if r.ReconcileError == "" || !strings.Contains(logs.String(), "reconcile_failed") {
@@ -117,7 +117,7 @@ func TestReconcileFailureIsolated(t *testing.T) {
 func TestRetentionSchedule(t *testing.T) {
 	_, s, loc := store(t, "deletes")
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "interval: 1h\nretention:\n  keep_last: 1\n  writers_stopped: true\n"),
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 1h\nretention:\n  keep_last: 1\n  writers_stopped: true\n"),
 		Now: func() time.Time { return now }}
 	if r := d.Pass(bg); !r.RetentionDue || !r.RetentionCompleted {
 		t.Fatalf("first pass: %+v", r)
@@ -136,7 +136,7 @@ func TestRetentionSchedule(t *testing.T) {
 	}
 	// A second daemon on the same store (a restart) runs retention on its
 	// first pass whatever the stamp.
-	d2 := &Daemon{Store: s, Location: loc, Config: d.Config, Now: d.Now}
+	d2 := &Daemon{Store: s.At(loc), Config: d.Config, Now: d.Now}
 	if r := d2.Pass(bg); !r.RetentionDue {
 		t.Fatalf("first pass after a restart: %+v", r)
 	}

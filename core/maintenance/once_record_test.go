@@ -14,7 +14,7 @@ import (
 func TestOncePassKeepsRecord(t *testing.T) {
 	dir, s, loc := store(t, "deletes")
 	c := cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")
-	if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); !r.RetentionCompleted {
+	if r := (&Daemon{Store: s.At(loc), Config: c}).Pass(bg); !r.RetentionCompleted {
 		t.Fatalf("first --once: %+v", r)
 	}
 	// Make the next retention fail: a corrupt manifest refuses the store.
@@ -23,7 +23,7 @@ func TestOncePassKeepsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if r := (&Daemon{Store: s, Location: loc, Config: c}).Pass(bg); r.RetentionCompleted {
+		if r := (&Daemon{Store: s.At(loc), Config: c}).Pass(bg); r.RetentionCompleted {
 			t.Fatalf("failing --once completed: %+v", r)
 		}
 	}

@@ -43,11 +43,11 @@ func BenchmarkQuietPass(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Settle: the first pass removes what the window allows.
-	(&Daemon{Store: s, Location: loc, Config: cfg}).Pass(bg)
+	(&Daemon{Store: s.At(loc), Config: cfg}).Pass(bg)
 	b.ResetTimer()
 	before := c.Counts()
 	for i := 0; i < b.N; i++ {
-		d := &Daemon{Store: s, Location: loc, Config: cfg} // a fresh daemon: retention is due
+		d := &Daemon{Store: s.At(loc), Config: cfg} // a fresh daemon: retention is due
 		if r := d.Pass(bg); !r.RetentionCompleted || r.Retention.BoundaryVersion != 0 {
 			b.Fatalf("pass: %+v", r)
 		}

@@ -44,7 +44,7 @@ func TestOnlineDaemonRefusesOutagePlan(t *testing.T) {
 		return dir, st, loc
 	}()
 	before := manifests(t, dir, "branch-tag.lance")
-	d := &Daemon{Store: s, Location: loc, Config: cfg(t, "retention:\n  older_than: 336h\n")} // online
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  older_than: 336h\n")} // online
 	r := d.Pass(bg)
 	after := manifests(t, dir, "branch-tag.lance")
 	if r.Resumed != nil && after < before {

@@ -18,7 +18,7 @@ func TestShutdownStartsNoNewPass(t *testing.T) {
 	for i := 0; i < 12; i++ {
 		ctx, cancel := context.WithCancel(bg)
 		var calls atomic.Int64
-		d := &Daemon{Store: s, Location: loc, Config: cfg(t, "enabled: false\ninterval: 100ms\n"),
+		d := &Daemon{Store: s.At(loc), Config: cfg(t, "enabled: false\ninterval: 100ms\n"),
 			Now: func() time.Time {
 				if calls.Add(1) == 1 {
 					cancel() // SIGTERM arrives during the first pass

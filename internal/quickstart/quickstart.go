@@ -91,11 +91,10 @@ func fileType(fi os.FileInfo) string {
 
 // Options configure Run.
 type Options struct {
-	// Dir is the store's directory (from PrepareDir), Loc its location.
+	// Dir is the store's directory (from PrepareDir).
 	Dir string
-	Loc core.Location
 	// Store is the store opened writable, the way every retain command
-	// opens it (through its bundled adapter).
+	// opens it (through its bundled adapter), at its location (Store.At).
 	Store *core.Store
 	// ReadOnly is the same store opened read-only, as `cleanup preview`
 	// and `checkpoint show` open it; nil means Store.
@@ -232,7 +231,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.Retain = "retain"
 	}
 	r := &runner{o: o, w: o.Out,
-		rep: &Report{Dir: o.Dir, Store: o.Loc.String(), Adapter: o.Store.Adapter(), Checkpoint: CheckpointName, KeepLast: KeepLast,
+		rep: &Report{Dir: o.Dir, Store: o.Store.Location().String(), Adapter: o.Store.Adapter(), Checkpoint: CheckpointName, KeepLast: KeepLast,
 			Tables: []TableSummary{}, Next: NextCommands(o.Retain, o.Dir)}}
 	if r.w == nil {
 		r.w = io.Discard
@@ -284,7 +283,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// 2. The checkpoint, exactly as `retain checkpoint create` takes it.
 	r.printf("\n2. retain checkpoint create %s (pin every table's head)\n", CheckpointName)
-	c, err := protocol.Options{Actor: r.o.Actor}.Create(ctx, s.At(r.o.Loc), CheckpointName, checkpoint.MainBranch)
+	c, err := protocol.Options{Actor: r.o.Actor}.Create(ctx, s, CheckpointName, checkpoint.MainBranch)
 	if err != nil {
 		return r.fail(StepCheckpoint, err)
 	}
@@ -327,7 +326,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.printf("\n5. retain cleanup run --keep-last %d --confirm-write-outage\n", KeepLast)
 	r.printf("   cleanup run needs a write outage: no writer may commit while it deletes. Here the writer is\n")
 	r.printf("   quickstart's own replay and it has stopped, so the outage is real; on your store, stop the writers first.\n")
-	run, err := retention.Run(ctx, s.At(r.o.Loc), retention.Policy{KeepLast: KeepLast}, retention.RunOptions{ConfirmWriteOutage: true, Actor: r.o.Actor})
+	run, err := retention.Run(ctx, s, retention.Policy{KeepLast: KeepLast}, retention.RunOptions{ConfirmWriteOutage: true, Actor: r.o.Actor})
 	r.rep.Steps.Cleanup = run
 	if err != nil {
 		return r.fail(StepCleanup, err)

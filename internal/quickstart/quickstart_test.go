@@ -115,7 +115,7 @@ func TestRunInProcess(t *testing.T) {
 	dir := t.TempDir()
 	s, loc := openLocal(t, dir)
 	var out bytes.Buffer
-	rep, err := Run(bg, Options{Dir: dir, Loc: loc, Store: s, Out: &out})
+	rep, err := Run(bg, Options{Dir: dir, Store: s.At(loc), Out: &out})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -142,7 +142,7 @@ func TestRunFailsWhenPinNotIntact(t *testing.T) {
 	victim := c.Files[0].Key // a file version 3 wrote and still references
 	testHookAfterCleanup = func() { os.Remove(filepath.Join(dir, victim)) }
 	defer func() { testHookAfterCleanup = nil }()
-	rep, err := Run(bg, Options{Dir: dir, Loc: loc, Store: s})
+	rep, err := Run(bg, Options{Dir: dir, Store: s.At(loc)})
 	var se *StepError
 	if !errors.As(err, &se) || se.Step != StepShow || !strings.Contains(err.Error(), victim) {
 		t.Fatalf("want a failure at show naming %s, got %v", victim, err)

@@ -609,15 +609,7 @@ func boundariesPublished(ctx context.Context, s *core.Store, j *Journal, rep *Ru
 func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress)) error {
 	j := jw.j
 	au := &auditor{s: s, op: j.OperationID, actor: h.Payload().Actor}
-	total, done := 0, 0
-	for _, t := range j.Tables {
-		if t.PlanKey != "" {
-			total++
-			if t.State == TableDone || t.State == TableStale {
-				done++
-			}
-		}
-	}
+	total, done := planCounts(j)
 	var stop error
 	for i := range j.Tables {
 		jt := &j.Tables[i]
@@ -647,36 +639,9 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 			rep.Failed++
 			continue
 		}
-		jt.Attempts++
-		runTable(ctx, s, au, *jt, &tr)
-		if tr.started {
-			// What this attempt did not get confirmed is all that is left.
-			jt.Retry = nil
-			if tr.err != nil && len(tr.remaining) <= maxRetryKeys {
-				jt.Retry = tr.remaining
-			}
-		}
-		jt.VersionsRemoved += tr.VersionsRemoved
-		jt.FilesDeleted += tr.FilesDeleted
-		jt.BytesDeleted += tr.BytesDeleted
-		switch {
-		case tr.err == nil:
-			jt.State, jt.Error = TableDone, ""
+		if executeTable(ctx, s, au, jt, &tr, rep) {
 			done++
-		case errors.Is(tr.err, lance.ErrPlanStale):
-			jt.State, jt.Error = TableStale, tr.Error
-			done++
-			rep.Failed++
-		default:
-			jt.State, jt.Error = TableFailed, tr.Error
-			rep.Failed++
 		}
-		tr.State = jt.State
-		rep.Tables = append(rep.Tables, tr)
-		rep.Totals.Tables++
-		rep.Totals.VersionsRemoved += tr.VersionsRemoved
-		rep.Totals.FilesDeleted += tr.FilesDeleted
-		rep.Totals.BytesDeleted += tr.BytesDeleted
 		if err := jw.save(ctx); err != nil {
 			stop = err
 		}
@@ -695,6 +660,65 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	}
 	rep.Registry = j.Registry
 	rep.FinishedAt = time.Now().UTC()
+	return finishExecute(ctx, jw, total, done, stop)
+}
+
+// planCounts is how many tables the run journaled a plan for, and how many
+// of them are done (or stale: nothing left to do).
+func planCounts(j *Journal) (total, done int) {
+	for _, t := range j.Tables {
+		if t.PlanKey != "" {
+			total++
+			if t.State == TableDone || t.State == TableStale {
+				done++
+			}
+		}
+	}
+	return total, done
+}
+
+// executeTable carries out one pending or failed table's plan, records the
+// attempt in its journal entry and the report, and reports whether the
+// table is now done (or stale).
+func executeTable(ctx context.Context, s *core.Store, au *auditor, jt *JournalTable, tr *TableRun, rep *RunReport) bool {
+	jt.Attempts++
+	runTable(ctx, s, au, *jt, tr)
+	if tr.started {
+		// What this attempt did not get confirmed is all that is left.
+		jt.Retry = nil
+		if tr.err != nil && len(tr.remaining) <= maxRetryKeys {
+			jt.Retry = tr.remaining
+		}
+	}
+	jt.VersionsRemoved += tr.VersionsRemoved
+	jt.FilesDeleted += tr.FilesDeleted
+	jt.BytesDeleted += tr.BytesDeleted
+	finished := false
+	switch {
+	case tr.err == nil:
+		jt.State, jt.Error = TableDone, ""
+		finished = true
+	case errors.Is(tr.err, lance.ErrPlanStale):
+		jt.State, jt.Error = TableStale, tr.Error
+		finished = true
+		rep.Failed++
+	default:
+		jt.State, jt.Error = TableFailed, tr.Error
+		rep.Failed++
+	}
+	tr.State = jt.State
+	rep.Tables = append(rep.Tables, *tr)
+	rep.Totals.Tables++
+	rep.Totals.VersionsRemoved += tr.VersionsRemoved
+	rep.Totals.FilesDeleted += tr.FilesDeleted
+	rep.Totals.BytesDeleted += tr.BytesDeleted
+	return finished
+}
+
+// finishExecute closes a run whose every plan is carried out, or marks it
+// incomplete and says what is left and the first failure.
+func finishExecute(ctx context.Context, jw *journalWriter, total, done int, stop error) error {
+	j := jw.j
 	if stop == nil && j.finished() {
 		j.State = StateComplete
 		if err := closeRun(ctx, jw); err != nil {

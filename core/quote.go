@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -38,4 +39,19 @@ func quoteKey(kind Kind, key string) string {
 		return Quote(key)
 	}
 	return strconv.Quote(key)
+}
+
+// ShellWord renders s as one word of a POSIX shell command line, quoted
+// only when it needs it, so a command a message names can be pasted as
+// it is (paths with spaces, S3 ETags with double quotes).
+func ShellWord(s string) string {
+	if s == "" {
+		return "''"
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+:@%,=", r)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
 }

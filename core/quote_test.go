@@ -1,6 +1,7 @@
 package core
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -30,5 +31,18 @@ func TestErrorCapsRefusedKey(t *testing.T) {
 	key := "warehouse/events.lance/data/" + strings.Repeat("0", 64) + ".lance"
 	if msg := Errorf("get", key, ErrNotFound, "gone").Error(); !strings.Contains(msg, key) {
 		t.Fatalf("real key cut: %s", msg)
+	}
+}
+
+// A word a message puts on a command line survives the shell as it was.
+func TestShellWord(t *testing.T) {
+	for _, s := range []string{"", "plain/path.lance", "has space", `"etag"`, "it's", "-.9e26f4.18ed.21e", "a$b`c`", "ünï"} {
+		out, err := exec.Command("sh", "-c", "printf %s "+ShellWord(s)).Output()
+		if err != nil || string(out) != s {
+			t.Errorf("ShellWord(%q) = %s: the shell gives back %q (%v)", s, ShellWord(s), out, err)
+		}
+	}
+	if ShellWord("s3://b/p") != "s3://b/p" {
+		t.Errorf("a plain URI is quoted: %s", ShellWord("s3://b/p"))
 	}
 }

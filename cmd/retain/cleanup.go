@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
 )
@@ -165,7 +166,7 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 				// says the run is unfinished (before its plans there is
 				// nothing to continue; the claim was released either way).
 				if runs, rerr := retention.OpenRuns(context.WithoutCancel(cmd.Context()), s); rerr == nil && len(runs) > 0 {
-					a.onInterrupt = "retain cleanup run " + shellArg(args[0]) + " --resume --confirm-write-outage"
+					a.onInterrupt = "retain cleanup run " + core.ShellWord(args[0]) + " --resume --confirm-write-outage"
 				}
 			}
 			if rep == nil || (err != nil && len(rep.Tables) == 0) {
@@ -300,12 +301,4 @@ func bytesText(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s (%d bytes)", f, []string{"B", "KiB", "MiB", "GiB", "TiB"}[i], n)
-}
-
-// shellArg quotes s for a pasted command line when it needs it.
-func shellArg(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+=:@%,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

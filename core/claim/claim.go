@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,21 +104,7 @@ func (e *UnreadableError) Is(target error) bool { return target == ErrUnreadable
 // version is given as --unreadable=V: a localfs version token may begin
 // with '-'.
 func (u *Unreadable) TakeoverCommand(store string) string {
-	return fmt.Sprintf("retain claim takeover %s --unreadable=%s --reason R --owner-dead-attested WHY", shellWord(store), shellWord(u.Version))
-}
-
-// shellWord quotes s for a POSIX shell unless it needs none (version
-// tokens are often plain; S3 ETags carry double quotes).
-func shellWord(s string) string {
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-:/+=", r)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	if s == "" {
-		return "''"
-	}
-	return s
+	return fmt.Sprintf("retain claim takeover %s --unreadable=%s --reason R --owner-dead-attested WHY", core.ShellWord(store), core.ShellWord(u.Version))
 }
 
 // HeldError carries the holder's payload (nil if it could not be read).
@@ -174,9 +159,9 @@ func DeadHere(host string, p *Payload) string {
 // as for any other operation, the takeover frees the store.
 func NextCommands(store string, p *Payload) []string {
 	takeover := fmt.Sprintf("retain claim takeover %s --token %s --reason %s",
-		shellWord(store), shellWord(p.OwnerToken), shellWord(fmt.Sprintf("pid %d on %s is no longer running", p.PID, p.Host)))
+		core.ShellWord(store), core.ShellWord(p.OwnerToken), core.ShellWord(fmt.Sprintf("pid %d on %s is no longer running", p.PID, p.Host)))
 	if isCleanup(p.Action) {
-		return []string{fmt.Sprintf("retain cleanup run %s --resume --confirm-write-outage", shellWord(store)), takeover}
+		return []string{fmt.Sprintf("retain cleanup run %s --resume --confirm-write-outage", core.ShellWord(store)), takeover}
 	}
 	return []string{takeover}
 }
@@ -594,7 +579,7 @@ func TakeoverUnreadable(ctx context.Context, s *core.Store, req UnreadableTakeov
 	case !errors.As(err, &ue):
 		return nil, err
 	case ue.Version != req.Version:
-		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the unreadable claim object is version %s, not %s: it was rewritten; run `retain claim status STORE` again; the claim is untouched", shellWord(ue.Version), core.Quote(req.Version))
+		return nil, core.Errorf("takeover", Key, core.ErrPreconditionFailed, "the unreadable claim object is version %s, not %s: it was rewritten; run `retain claim status STORE` again; the claim is untouched", core.ShellWord(ue.Version), core.Quote(req.Version))
 	}
 	u := ue.Unreadable
 	rec := &TakeoverRecord{Reason: req.Reason, Attested: req.Attested, Unreadable: &u,

@@ -651,30 +651,16 @@ func (r *runner) verify(ctx context.Context) (*Verify, error) {
 
 // NextCommands are what to try next on dir.
 func NextCommands(retain, dir string) []string {
-	d := shellQuote(dir)
+	d := core.ShellWord(dir)
 	return []string{
 		fmt.Sprintf("%s checkpoint list %s", retain, d),
 		fmt.Sprintf("%s checkpoint show %s %s --deep", retain, CheckpointName, d),
-		fmt.Sprintf("%s inspect %s", retain, shellQuote(filepath.Join(dir, "events.lance"))),
+		fmt.Sprintf("%s inspect %s", retain, core.ShellWord(filepath.Join(dir, "events.lance"))),
 		fmt.Sprintf("%s cleanup preview %s --keep-last %d", retain, d, KeepLast),
 		fmt.Sprintf("%s checkpoint delete %s %s", retain, CheckpointName, d),
 		fmt.Sprintf("%s cleanup preview %s --keep-last %d   # with the checkpoint gone, v%d would go too", retain, d, KeepLast, PinnedVersion),
 		fmt.Sprintf("rm -rf %s", d),
 	}
-}
-
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+:@%,=", c)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // shortTag abbreviates a pin tag name for the narrative.

@@ -44,15 +44,7 @@ type DroppedLost struct {
 // DropLostCommand is the command that resolves a live checkpoint's pin of
 // path whose version is provably gone: what conflicts and refusals name.
 func DropLostCommand(id checkpoint.ID, path string) string {
-	return fmt.Sprintf("retain checkpoint drop-lost %s %s STORE --reason WHY", id, shellWord(path))
-}
-
-// shellWord quotes s for a pasted command line when it needs it.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/+=:@%,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return fmt.Sprintf("retain checkpoint drop-lost %s %s STORE --reason WHY", id, core.ShellWord(path))
 }
 
 // lost is why the version a row pins is provably gone; the zero lost means

@@ -149,6 +149,17 @@ func TestMixedNamingRefused(t *testing.T) {
 	if _, err := d.VersionAt(bg, 1); !errors.Is(err, ErrMixedNaming) {
 		t.Fatalf("VersionAt of a mixed folder: %v", err)
 	}
+	// The way out the error names: where both names exist (same bytes),
+	// remove the V1 one; then the folder reads again.
+	if !strings.Contains(err.Error(), "remove the V1 one") {
+		t.Fatalf("the refusal names no way out: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, d.Root, versionsDir, "1.manifest")); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := d.Versions(bg); err != nil || len(vs) != 3 {
+		t.Fatalf("after the way out: %v %v", vs, err)
+	}
 }
 
 func TestNotADataset(t *testing.T) {

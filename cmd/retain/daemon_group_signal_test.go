@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/faultadapter"
 )
 
@@ -30,17 +31,7 @@ func groupSignalMidPass(t *testing.T, db string, adapterArgs []string, env ...st
 	env = append(env, "RETAIN_FAILPOINT_PAUSE="+retention.FPRunAfterBoundary, "RETAIN_FAILPOINT_DIR="+hs)
 	args := append(adapterArgs, "daemon", db, "--config", cfg, "--metrics-addr", "")
 	d := startDaemonWith(t, func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }, env, args...)
-	reached := filepath.Join(hs, strings.ReplaceAll(retention.FPRunAfterBoundary, "/", "_")+".reached")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(reached); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pass never reached its pause:\n%s", d.output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	d.waitPaused(t, hs, retention.FPRunAfterBoundary)
 	if err := syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +41,7 @@ func groupSignalMidPass(t *testing.T, db string, adapterArgs []string, env ...st
 		t.Fatalf("the daemon exited mid-pass:\n%s", d.output())
 	default:
 	}
-	os.WriteFile(strings.TrimSuffix(reached, ".reached")+".continue", nil, 0o644)
+	os.WriteFile(failpoint.PauseFile(hs, retention.FPRunAfterBoundary, ".continue"), nil, 0o644)
 	select {
 	case <-d.done:
 	case <-time.After(60 * time.Second):

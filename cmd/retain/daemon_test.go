@@ -20,6 +20,7 @@ import (
 
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/faultadapter"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/internal/quickstart"
@@ -155,6 +156,22 @@ func startDaemonWith(t *testing.T, setup func(*exec.Cmd), env []string, args ...
 		}
 	})
 	return d
+}
+
+// waitPaused waits until the daemon's pass is held at failpoint fp
+// (RETAIN_FAILPOINT_PAUSE with RETAIN_FAILPOINT_DIR=dir).
+func (d *daemonProc) waitPaused(t *testing.T, dir, fp string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(failpoint.PauseFile(dir, fp, ".reached")); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pass never reached its pause:\n%s", d.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (d *daemonProc) output() string {
@@ -344,17 +361,7 @@ func TestDaemonShutdownWaitsForPass(t *testing.T) {
 	hs := t.TempDir()
 	d := startDaemon(t, []string{"RETAIN_FAILPOINT_PAUSE=" + retention.FPRunAfterBoundary, "RETAIN_FAILPOINT_DIR=" + hs},
 		"daemon", db, "--config", cfg, "--metrics-addr", "")
-	reached := filepath.Join(hs, strings.ReplaceAll(retention.FPRunAfterBoundary, "/", "_")+".reached")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(reached); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pass never reached its pause:\n%s", d.output())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	d.waitPaused(t, hs, retention.FPRunAfterBoundary)
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	time.Sleep(300 * time.Millisecond)
 	select {
@@ -362,7 +369,7 @@ func TestDaemonShutdownWaitsForPass(t *testing.T) {
 		t.Fatalf("the daemon exited mid-pass:\n%s", d.output())
 	default:
 	}
-	os.WriteFile(strings.TrimSuffix(reached, ".reached")+".continue", nil, 0o644)
+	os.WriteFile(failpoint.PauseFile(hs, retention.FPRunAfterBoundary, ".continue"), nil, 0o644)
 	select {
 	case <-d.done:
 	case <-time.After(60 * time.Second):

@@ -17,10 +17,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
-	"github.com/retain-dev/retain/conformance"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/conformance"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func TestMain(m *testing.M) {

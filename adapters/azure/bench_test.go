@@ -3,14 +3,14 @@ package azure
 import (
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of the adapter against Azurite, in process and through the
 // plugin boundary (this test binary re-executed as `__adapter-plugin
 // azure`, as the retain binary serves its bundled adapters). Each driver is
-// wrapped in core.Counting so every benchmark reports req/op: the requests
+// wrapped in testkit.Counting so every benchmark reports req/op: the requests
 // that reached the driver (for the plugin, the ones crossing the boundary).
 // The runner and the measured loops are adapterbench's.
 

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // memSpool is the largest body kept in memory before a write; larger ones

@@ -13,8 +13,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/redact"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/redact"
 )
 
 // An endpoint that echoes each request (its SAS query, its shared-key

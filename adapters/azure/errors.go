@@ -16,8 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/redact"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/redact"
 )
 
 // ServiceError is the cause recorded for an error response of the service:

@@ -19,13 +19,8 @@ import (
 	"github.com/retain-dev/retain/adapters/gcs"
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/sdk/core"
 )
-
-// PluginCommand is the hidden subcommand under which a binary that embeds
-// the bundled adapters serves one of them as a plugin.
-const PluginCommand = pluginproto.BundledSubcommand
 
 // Adapters are the adapters that ship in the binary.
 var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, gcs.Adapter, azure.Adapter}
@@ -63,16 +58,10 @@ func schemes() string {
 	return strings.Join(out, ", ")
 }
 
-// Serve serves the named bundled adapter as a plugin; the hidden subcommand
-// calls it. It returns only on error.
-func Serve(name string) error {
-	return pluginproto.ServeBundled(Adapters, name)
-}
-
 // Open parses uri, picks the bundled adapter for its scheme and launches it
 // as a plugin of the running executable, whose main must dispatch
 // PluginCommand to Serve; without that, Open fails at once with an error
-// wrapping pluginproto.ErrNotDispatched (see OpenInProcess).
+// wrapping ErrNotDispatched (see OpenInProcess).
 func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
@@ -104,7 +93,7 @@ func OpenReadOnly(ctx context.Context, uri string, logger hclog.Logger) (*core.S
 
 // OpenAdapter launches the named bundled adapter on loc.
 func OpenAdapter(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*core.Store, error) {
-	c, err := pluginproto.LaunchBundled(ctx, name, loc, logger)
+	c, err := launch(ctx, name, loc, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // OpenInProcess is Open without the plugin: it parses uri and opens the

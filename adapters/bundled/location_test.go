@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Every in-process opener aims the store at the location it opened, so the

@@ -3,14 +3,14 @@ package gcs
 import (
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of the gcs adapter against fake-gcs-server (in this process,
 // over loopback HTTP), in process and through the plugin boundary (this
 // test binary re-executed as `__adapter-plugin gcs`, as the retain binary
-// serves its bundled adapters). The driver is wrapped in core.Counting so
+// serves its bundled adapters). The driver is wrapped in testkit.Counting so
 // each reports req/op: the calls that reached the driver (for the plugin,
 // the calls crossing the boundary), not the HTTP requests to GCS. The
 // runner and the measured loops are adapterbench's.

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/redact"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Endpoints that echo each request into their error answers: GCS echoing

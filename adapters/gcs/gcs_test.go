@@ -27,10 +27,10 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"google.golang.org/api/googleapi"
 
-	"github.com/retain-dev/retain/conformance"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/conformance"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func TestMain(m *testing.M) {

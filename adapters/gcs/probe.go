@@ -9,7 +9,7 @@ import (
 
 	"cloud.google.com/go/storage"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // probeCleanupTimeout bounds the removal of the probe's scratch object.

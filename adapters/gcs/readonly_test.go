@@ -7,7 +7,7 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // A read-only open runs no delete probe (no .retain-probe/ object is ever

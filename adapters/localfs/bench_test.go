@@ -8,15 +8,15 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of localfs in process against localfs through the plugin
 // boundary (this test binary re-executed as `__adapter-plugin localfs`, as
 // the retain binary serves its bundled adapters). Every benchmark has an
 // /inprocess and a /plugin sub-benchmark doing the same calls on a
-// core.Driver wrapped in core.Counting, so each reports req/op too
+// core.Driver wrapped in testkit.Counting, so each reports req/op too
 // (adapterbench.Run; the measured loops are adapterbench's). The raw
 // unix-socket round trip is here as well, so the boundary's cost and its
 // floor come from the same `go test -bench` run. docs/performance.md has

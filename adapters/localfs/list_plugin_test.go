@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/internal/adapterbench"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // TestListRefusalCrossesThePlugin: through the plugin boundary (this test
@@ -34,22 +34,9 @@ func TestListRefusalCrossesThePlugin(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(root, "linked.lance")); err != nil {
 		t.Fatal(err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{
-		Adapter:  "localfs",
-		Path:     exe,
-		Args:     []string{pluginproto.BundledSubcommand, "localfs"},
-		Location: core.Location{Scheme: "file", Path: root},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := adapterbench.Plugin("localfs")(t, core.Location{Scheme: "file", Path: root})
 	s, err := core.NewStore(ctx, "localfs", c)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 const (

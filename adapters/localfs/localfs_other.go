@@ -8,7 +8,7 @@ package localfs
 import (
 	"context"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // MetadataGate is the one gate localfs offers the core.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // --- helpers ------------------------------------------------------------

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // The multi-process tests re-execute this test binary as workers: with
@@ -29,10 +29,11 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	// As the retain binary does: `<exe> __adapter-plugin localfs`, so the
-	// benchmarks can measure this adapter through the plugin boundary; or
-	// the echo process of BenchmarkRawUnixSocketRoundTrip/processes.
-	adapterbench.Dispatch(Adapter)
+	// A plugin of this binary (localfs, or a broken localfs the suite must
+	// fail), for the benchmarks and the conformance suite through the plugin
+	// boundary; a conformance worker; or the echo process of
+	// BenchmarkRawUnixSocketRoundTrip/processes.
+	adapterbench.Dispatch(testAdapters()...)
 	if mode := os.Getenv(envWorker); mode != "" {
 		os.Exit(runWorker(mode))
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // snapshot lists every entry under root, hidden ones and the reserved

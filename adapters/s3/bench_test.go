@@ -3,15 +3,15 @@ package s3
 import (
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/adapterbench"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of the s3 adapter in process against the same adapter through
 // the plugin boundary (this test binary re-executed as `__adapter-plugin
 // s3`, as the retain binary serves its bundled adapters), on each emulator.
-// Every driver is wrapped in core.Counting, so each reports req/op: the
+// Every driver is wrapped in testkit.Counting, so each reports req/op: the
 // contract calls per op (the S3 requests behind them are in the notes of
 // each benchmark). The runner and the measured loops are adapterbench's.
 // Run with e.g.

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/conformance"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/sdk/conformance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // The conformance suite through the plugin boundary (this test binary

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/redact"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/redact"
 )
 
 // An endpoint that echoes each signed request (headers, security token,
@@ -24,7 +24,7 @@ func TestEchoingEndpointErrorsCarryNoCredential(t *testing.T) {
 	// The environment's credentials are loaded before this test sets its
 	// own: only what the chain resolved at open can mask them.
 	redact.String("")
-	testkit.IsolateAWS(t, nil)
+	emulator.IsolateAWS(t, nil)
 	key, secret, token := "AKIAECHOENDPOINT0001", "echoSecretKey/0123456789+abcdefghijklmnop", "echoSessionToken/0123456789+abcdefghijklmnopqrstuvwxyz="
 	t.Setenv("AWS_ACCESS_KEY_ID", key)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)

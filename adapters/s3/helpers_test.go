@@ -13,9 +13,9 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 var bg = context.Background()
@@ -33,7 +33,7 @@ func rawClient(e *emulator.S3) *awss3.Client {
 // creates the bucket.
 func useEmulator(t testing.TB, e *emulator.S3, bucket string) *awss3.Client {
 	t.Helper()
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	c := rawClient(e)
 	if _, err := c.CreateBucket(bg, &awss3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("create bucket %s on %s: %v", bucket, e.Name, err)

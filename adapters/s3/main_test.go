@@ -4,8 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/retain-dev/retain/conformance"
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/conformance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func TestMain(m *testing.M) {

@@ -42,8 +42,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/redact"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/redact"
 )
 
 const (

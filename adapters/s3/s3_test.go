@@ -15,9 +15,9 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Error mapping against real emulator answers: every case the contract
@@ -445,7 +445,7 @@ func TestBadCredentials(t *testing.T) {
 // Options: unknown ones are refused by name; an endpoint with user info is
 // refused without echoing it.
 func TestOptions(t *testing.T) {
-	testkit.IsolateAWS(t, nil)
+	emulator.IsolateAWS(t, nil)
 	t.Setenv("AWS_REGION", "us-east-1")
 	for uri, want := range map[string]string{
 		"s3://b/p?colour=blue&zone=2":                     "unknown option(s) colour, zone",

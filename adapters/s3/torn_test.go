@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // etagSwapper answers GETs of keys containing "torn" with the ETag of

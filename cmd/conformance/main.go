@@ -20,7 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/internal/supportmatrix"
+	"github.com/retain-dev/retain/sdk/conformance"
 )
 
 func main() {
@@ -120,7 +121,7 @@ section of FILE (between the conformance-matrix markers) instead.`,
 				}
 				reps = append(reps, r)
 			}
-			table := conformance.Matrix(reps)
+			table := supportmatrix.Matrix(reps)
 			if update == "" {
 				fmt.Fprint(stdout, table)
 				return nil
@@ -129,7 +130,7 @@ section of FILE (between the conformance-matrix markers) instead.`,
 			if err != nil {
 				return usageErr{err}
 			}
-			out, err := conformance.ReplaceMatrix(string(doc), table)
+			out, err := supportmatrix.ReplaceMatrix(string(doc), table)
 			if err != nil {
 				return usageErr{err}
 			}

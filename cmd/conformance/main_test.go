@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/internal/supportmatrix"
 )
 
 var bin, acme string
@@ -157,7 +157,7 @@ func TestReadmeMatrixIsGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := conformance.ReplaceMatrix(string(readme), out)
+	want, err := supportmatrix.ReplaceMatrix(string(readme), out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func (a *app) auditCmd() *cobra.Command {

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/branch"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // branchTestDB builds <tmp>/db/t.lance with real Lance: main v1 (3 rows), v2

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // cleanupPreviewJSON is the JSON of `retain cleanup preview --json`

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // tableFiles lists every file of the store's tables except the checkpoint

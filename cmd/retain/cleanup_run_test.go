@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // runFixture: deletes.lance and branch-tag.lance with checkpoint

@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/maintenance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // defaultMetricsAddr is loopback: metrics are not published beyond the

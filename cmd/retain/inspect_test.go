@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 const fixturesDir = "../../core/lance/testdata"
@@ -528,7 +527,7 @@ func TestInspectNotADataset(t *testing.T) {
 // through the bundled s3 adapter, as a plugin of the binary.
 func TestInspectS3(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	ctx := context.Background()
 	loc, err := core.ParseLocation("s3://retain-inspect/db/t.lance")
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core/redact"
+	"github.com/retain-dev/retain/sdk/redact"
 )
 
 func main() {

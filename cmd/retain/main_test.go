@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 var bin string

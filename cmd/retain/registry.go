@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func (a *app) registryCmd() *cobra.Command {

@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/maintenance"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // statusJSON is the JSON of `retain status`.

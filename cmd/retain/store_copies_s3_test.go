@@ -8,7 +8,6 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
 )
 
 // s3Sync copies every object of bucket src to bucket dst server-side, as
@@ -45,7 +44,7 @@ func s3Sync(t *testing.T, c *awss3.Client, src, dst string) int {
 // pinned manifest missing after the migration and cleanup refused dst.)
 func TestSyncedBucketStaysCleanable(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	c := awss3.New(awss3.Options{Region: e.Region, BaseEndpoint: aws.String(e.Endpoint), UsePathStyle: true,
 		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: e.AccessKey, SecretAccessKey: e.SecretKey}, nil

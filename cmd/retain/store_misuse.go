@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // storeIsTableError refuses a STORE that is a Lance table or lies inside

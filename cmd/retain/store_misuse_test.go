@@ -11,9 +11,8 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // datasetFiles is every path under dir with its size: what a refused
@@ -103,7 +102,7 @@ func TestStoreWithoutTablesSaysSo(t *testing.T) {
 // and refused before a writable open probes (writes) the prefix.
 func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 	e := emulator.GoFakeS3(t)
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	ctx := context.Background()
 	// A table folder named without .lance: only its _versions/ tells.
 	table := "s3://retain-misuse/db/mytable"

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto"
 )
 
 // Every command opens its store here: STORE commands through openStore or

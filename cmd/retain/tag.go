@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 const tagLong = `Lance tags of one table as memory checkpoints: a name for a version of main

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // tagCLI runs retain and fails unless it exits with want; it returns stdout

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // the children rule only sees child branches through their branch

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Failpoints of Create, in order (see internal/failpoint).

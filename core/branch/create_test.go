@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
 	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
 )
 
 // lanceView is branchmeta.cjs's view of one branch: what Lance lists and

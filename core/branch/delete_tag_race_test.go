@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // `retain tag create` neither takes the claim nor looks at the

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals and outcomes of Delete.

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals of the branch lifecycle (Create, and Delete's marking).

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals. Every error this package returns for one of these reasons

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func TestGCBoundaryRows(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // LostPin records a table pin a checkpoint gave up: the version it pinned

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // DropLostRow gives up one row, records it in the header, survives an

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // NewCheckpoint is what the create protocol publishes: a fresh id (from

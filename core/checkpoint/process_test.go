@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // The two-process tests re-execute this test binary as workers: with

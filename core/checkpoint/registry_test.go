@@ -11,9 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/memstore"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // bytesDriver counts the body bytes read through Get and the objects
@@ -52,13 +52,13 @@ func (b *bytesDriver) List(ctx context.Context, opts core.ListOptions) (core.Lis
 // counted.
 type meter struct {
 	store *core.Store
-	cnt   *core.Counting
+	cnt   *testkit.Counting
 	bytes *bytesDriver
 }
 
 func newMeter(t testing.TB, d core.Driver) *meter {
 	t.Helper()
-	m := &meter{cnt: core.NewCounting(d)}
+	m := &meter{cnt: testkit.NewCounting(d)}
 	m.bytes = &bytesDriver{Driver: m.cnt}
 	s, err := core.NewStore(bg, "metered", m.bytes)
 	if err != nil {
@@ -70,7 +70,7 @@ func newMeter(t testing.TB, d core.Driver) *meter {
 
 // cost is what one operation cost.
 type cost struct {
-	core.Counts
+	testkit.Counts
 	BytesRead, Listed int64
 }
 
@@ -86,7 +86,7 @@ func (m *meter) measure(t testing.TB, f func() error) cost {
 		t.Fatal(err)
 	}
 	c1 := m.cnt.Counts()
-	return cost{Counts: core.Counts{Get: c1.Get - c0.Get, Stat: c1.Stat - c0.Stat, Put: c1.Put - c0.Put, Delete: c1.Delete - c0.Delete,
+	return cost{Counts: testkit.Counts{Get: c1.Get - c0.Get, Stat: c1.Stat - c0.Stat, Put: c1.Put - c0.Put, Delete: c1.Delete - c0.Delete,
 		DeleteMany: c1.DeleteMany - c0.DeleteMany, List: c1.List - c0.List, Gate: c1.Gate - c0.Gate},
 		BytesRead: m.bytes.read.Load() - b0, Listed: m.bytes.listed.Load() - l0}
 }

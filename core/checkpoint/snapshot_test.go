@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func encodeT(t testing.TB, s *Snapshot) []byte {

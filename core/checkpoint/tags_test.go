@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 type tagVector struct {

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Refusals of a branch delete. Each *BranchDeleteError matches the

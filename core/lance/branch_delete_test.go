@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func keysOf(infos []core.Info) []string {

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals about branches.

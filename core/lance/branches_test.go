@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // A branch file as Lance 12 wrote it (bytes copied from a real dataset:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // encodeBranch writes back Lance 12's own files byte for byte, and a file

@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Cleanup of one Lance dataset family: the main dataset and every branch

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // The cleanup benchmark: a LanceDB table of 1,000 single-row appends,
@@ -72,7 +72,7 @@ func benchCleanupDataset(b *testing.B) string {
 // benchChildReport is what TestCleanupBenchChild prints.
 type benchChildReport struct {
 	PlanMs, ExecMs  float64
-	Counts          core.Counts
+	Counts          testkit.Counts
 	Versions        int
 	VersionsRemoved int
 	FilesDeleted    int
@@ -218,7 +218,7 @@ func TestCleanupBenchChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counting := core.NewCounting(drv)
+	counting := testkit.NewCounting(drv)
 	s, err := core.NewStore(bg, "localfs", counting)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // notFoundDriver answers a delete of any key in gone with ErrNotFound, as

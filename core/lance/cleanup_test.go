@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // guardDriver wraps a store's driver for cleanup tests: it can fail the

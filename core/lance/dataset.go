@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals. Each concrete error wraps one of these and names the key.

@@ -8,8 +8,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func versionNumbers(vs []Version) []uint64 {
@@ -199,7 +200,7 @@ func TestLatestOneRequest(t *testing.T) {
 	}
 	mem := memstore.New()
 	for name, drv := range map[string]core.Driver{"localfs": fs, "memstore": mem} {
-		c := core.NewCounting(drv)
+		c := testkit.NewCounting(drv)
 		s, err := core.NewStore(bg, name, c)
 		if err != nil {
 			t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // FileKind says what a referenced file is.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // FuzzParseManifest: the parser never panics, never accepts bytes that fail

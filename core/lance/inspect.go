@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // InspectOptions narrows an inspection. With HasVersion it lists the files

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // inspectFixture copies a committed fixture into a temp dir and opens it

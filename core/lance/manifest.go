@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals of the manifest reader.

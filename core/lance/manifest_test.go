@@ -10,7 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // pb builds protobuf messages for synthetic manifests.

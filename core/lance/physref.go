@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // ErrPhysRefMismatch: the version a physical ref names now holds another

@@ -13,10 +13,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func mustPhysRef(t *testing.T, d *Dataset, n uint64) PhysRef {
@@ -161,7 +160,7 @@ func TestPhysRefABA(t *testing.T) {
 func useS3Emulator(t *testing.T) *emulator.S3 {
 	t.Helper()
 	e := emulator.GoFakeS3(t)
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	return e
 }
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // refFixture is the part of testdata/fixtures.json (what real Lance

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/memstore"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
 )
 
 // Helpers of the tag and branch tests: real Lance through refs.cjs, stores

@@ -6,9 +6,8 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // refS3Store opens the s3 adapter on gofakes3 (in this process), with the
@@ -16,7 +15,7 @@ import (
 func refS3Store(t *testing.T, uri string) *core.Store {
 	t.Helper()
 	e := emulator.GoFakeS3(t)
-	testkit.IsolateAWS(t, e.Env())
+	emulator.IsolateAWS(t, e.Env())
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
 		t.Fatal(err)

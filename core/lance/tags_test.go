@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // A tag file as Lance 12 wrote it (bytes copied from a real dataset).

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
 )
 
 // UpdateTagFile rewrites exactly what Lance's tags.update rewrites

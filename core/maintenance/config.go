@@ -12,9 +12,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Duration is a time.Duration written as text in YAML and JSON: Go's

@@ -11,8 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // ConfigError is a refused daemon config, at the file and line to fix

@@ -11,11 +11,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Daemon runs maintenance passes on one store.

@@ -6,8 +6,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // BenchmarkQuietPass: the requests of a pass with nothing to remove (what
@@ -26,7 +27,7 @@ func BenchmarkQuietPass(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := core.NewCounting(d)
+	c := testkit.NewCounting(d)
 	s, err := core.NewStore(bg, "localfs", c)
 	if err != nil {
 		b.Fatal(err)

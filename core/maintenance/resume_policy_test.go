@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // TestOnlineDaemonRefusesOutagePlan: an online daemon (writers may

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // StateKey is the daemon's record in the store: what `retain status`

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // A branch's lifecycle lives in its own Lance branch file, in the metadata

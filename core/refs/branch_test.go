@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 var branchCtx = context.Background()
@@ -66,7 +66,7 @@ func put(t testing.TB, s *core.Store, key, body string) {
 func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 	mem := memstore.New()
 	rec := &reads{}
-	counting := core.NewCounting(testkit.NewHook(mem).Before(rec.note))
+	counting := testkit.NewCounting(testkit.NewHook(mem).Before(rec.note))
 	s, err := core.NewStore(branchCtx, "memory", counting)
 	if err != nil {
 		t.Fatal(err)

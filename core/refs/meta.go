@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // ReservedPrefix starts the metadata keys retain keeps for itself (the

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // a store with delete-if-version but without replace-if-version

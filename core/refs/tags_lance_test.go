@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Real Lance (LanceDB 0.39 / Lance 12, internal/lancetest's refs.cjs) and

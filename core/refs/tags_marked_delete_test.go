@@ -3,7 +3,7 @@ package refs
 import (
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // mark, then delete (no delete-if-version). A delete that finds the

@@ -16,10 +16,10 @@ import (
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Concurrency of tag writes between real OS processes: this test binary
@@ -312,7 +312,7 @@ func tagBackends() []struct {
 		{"localfs", func(t *testing.T) (string, []string) { return t.TempDir(), nil }},
 		{"s3-gofakes3", func(t *testing.T) (string, []string) {
 			e := emulator.GoFakeS3(t)
-			list := testkit.IsolateAWS(t, e.Env())
+			list := emulator.IsolateAWS(t, e.Env())
 			return "s3://retain-tags/" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), list
 		}},
 	}

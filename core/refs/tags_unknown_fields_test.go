@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // a tag file with a field retain does not know (a newer Lance) is

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // openRunError is the refusal of a new run while runs are unfinished,

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // incompleteRun leaves an unfinished run: branch-tag.lance's deletes fail,

@@ -16,12 +16,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // The depth-flat gate of cleanup planning (issue 7, section 6): with 3
@@ -254,10 +254,10 @@ func (r *recorder) note(c testkit.Call) error {
 	return nil
 }
 
-// measured is one measured call: its requests, counted by core.Counting
+// measured is one measured call: its requests, counted by testkit.Counting
 // and recorded one by one.
 type measured struct {
-	counts core.Counts
+	counts testkit.Counts
 	reqs   []request
 }
 
@@ -266,7 +266,7 @@ type measured struct {
 func measure(t testing.TB, be costBackend, fn func(*core.Store) error) measured {
 	t.Helper()
 	rec := &recorder{}
-	cnt := core.NewCounting(testkit.NewHook(be.reader(t)).Before(rec.note))
+	cnt := testkit.NewCounting(testkit.NewHook(be.reader(t)).Before(rec.note))
 	s, err := core.NewStore(bg, be.name(), cnt)
 	if err != nil {
 		t.Fatal(err)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Audit events of `retain checkpoint drop-lost`: before the registry

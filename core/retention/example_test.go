@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Preview a cleanup, then run it: what `retain cleanup preview` and

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/internal/faultstore"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 var faultSeeds = flag.Int("fault-seeds", 12, "seeds of TestRunUnderFaults (a soak: -fault-seeds=500)")

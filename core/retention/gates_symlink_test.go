@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Gate: a symlinked dataset or partition on localfs is never followed or

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // deletes.lance's data files (lance/testdata): v4 adds delData1, which the

@@ -38,10 +38,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // ErrPreviewRefused: the store's cleanup plan was refused because a root

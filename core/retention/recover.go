@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Audit events of `retain registry recover`: before its first write, the

@@ -6,9 +6,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // The registry's own cleanup (issue 7, section 3.5). Registry versions are

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"encoding/json"
-	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
-	"github.com/retain-dev/retain/internal/testkit"
 	"os/exec"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // claimOutage: the first create of the claim object lands but its

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // RootSet is what root planning resolved for a store: the live checkpoints

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func loc(dir string) core.Location { return core.Location{Scheme: "file", Path: dir} }

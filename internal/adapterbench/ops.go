@@ -7,16 +7,17 @@ import (
 	"io"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Loop runs op once per b.Loop iteration and fails the benchmark on its
-// error. Where d is a *core.Counting it reports req/op: the requests that
+// error. Where d is a *testkit.Counting it reports req/op: the requests that
 // reached d during the loop, per op (setup before Loop is not counted).
 func Loop(b *testing.B, d core.Driver, op func(ctx context.Context) error) {
 	ctx := context.Background()
-	c, counting := d.(*core.Counting)
+	c, counting := d.(*testkit.Counting)
 	var before int64
 	if counting {
 		before = c.Counts().Total()

@@ -1,7 +1,7 @@
 package failpoint
 
 import (
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/testkit"
 	"os"
 	"os/exec"
 	"testing"

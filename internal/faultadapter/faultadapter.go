@@ -48,8 +48,8 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/faultstore"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Environment variables read at plugin start.

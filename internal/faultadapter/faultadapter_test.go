@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/core/claim"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto"
 )
 
 func TestFaultAdapterLeasePrefixHoldsTheClaim(t *testing.T) {

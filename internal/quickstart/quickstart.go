@@ -19,11 +19,11 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // CheckpointName is the checkpoint quickstart creates.

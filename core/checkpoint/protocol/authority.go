@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // The registry is the authority that says which pins may go. Reconcile

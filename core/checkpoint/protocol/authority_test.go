@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // authorityStore builds the store every damage case starts from: a

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func TestDiscoverTables(t *testing.T) {

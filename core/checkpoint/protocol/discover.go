@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // TableSuffix ends the folder name of every LanceDB table.

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // FPDropLostAfterCommit is hit once drop-lost's registry commit is done,

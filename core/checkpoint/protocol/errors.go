@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Typed refusals of the protocols. Each matches its sentinel and the

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Create a checkpoint of every table of a store, then list the store's

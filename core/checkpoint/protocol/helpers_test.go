@@ -9,11 +9,11 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/memstore"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
 )
 
 var bg = context.Background()

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // latencyProxy forwards to target over loopback, adding d before each
@@ -41,13 +41,13 @@ func BenchmarkPinViewsBehindLatency(b *testing.B) {
 	e := emulator.GoFakeS3(b)
 	env := e.Env()
 	env["AWS_ENDPOINT_URL"] = latencyProxy(b, e.Endpoint, 20*time.Millisecond)
-	testkit.IsolateAWS(b, env)
+	emulator.IsolateAWS(b, env)
 	loc := core.Location{Scheme: "s3", Bucket: "latency", Prefix: "store"}
 	d, err := s3.Open(bg, loc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cnt := core.NewCounting(d)
+	cnt := testkit.NewCounting(d)
 	s, err := core.NewStore(bg, "s3", cnt)
 	if err != nil {
 		b.Fatal(err)

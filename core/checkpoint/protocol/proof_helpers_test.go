@@ -23,13 +23,13 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/claim"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/testkit"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // proofTables are the fixtures every proof store holds, with the row count
@@ -58,7 +58,7 @@ func newProofEnv(t *testing.T, kind string) *proofEnv {
 		return pe
 	}
 	pe.e = emulator.Versitygw(t)
-	testkit.IsolateAWS(t, pe.e.Env())
+	emulator.IsolateAWS(t, pe.e.Env())
 	pe.bucket = "proof"
 	c := awss3.New(awss3.Options{Region: pe.e.Region, BaseEndpoint: aws.String(pe.e.Endpoint), UsePathStyle: true,
 		Credentials: aws.NewCredentialsCache(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/claim"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // mustCreate creates a checkpoint in this process.

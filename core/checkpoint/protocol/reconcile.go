@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Failpoints of reconcile, in order.

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Registry recover: the way out of ErrAuthorityLost. Pins the registry

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Pin health values.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // SidecarsPrefix holds one recovery sidecar per create in flight.

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // VerifyReport is what `retain registry verify` found: whether the

@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core"
 	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func main() {

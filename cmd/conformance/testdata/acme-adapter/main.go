@@ -11,8 +11,8 @@ import (
 	"os"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto"
 )
 
 func main() {

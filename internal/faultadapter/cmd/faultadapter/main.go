@@ -9,7 +9,7 @@ package main
 
 import (
 	"github.com/retain-dev/retain/internal/faultadapter"
-	"github.com/retain-dev/retain/pluginproto"
+	"github.com/retain-dev/retain/sdk/pluginproto"
 )
 
 func main() {

@@ -1,0 +1,59 @@
+package conformance
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// caseCompareAndSwap: the lost-update counter across processes ends exact;
+// a replace with a stale version is refused and leaves the body as it was;
+// a replace of a missing key answers not found.
+func caseCompareAndSwap(t T, e *Env) {
+	if c := e.Store.Capabilities().ReplaceIfVersion; c.Level == core.LevelNone {
+		t.Skipf("replace-if-version declared none: %s", c.Reason)
+	}
+	s := e.Store
+	v1 := mustPut(t, s, "cas/stale", []byte("one"), core.PutOptions{})
+	mustPut(t, s, "cas/stale", []byte("two"), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: v1.Version})
+	_, err := s.PutBytes(e.Ctx, "cas/stale", []byte("three"), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: v1.Version})
+	wantKind(t, err, core.ErrPreconditionFailed, "replace with a stale version")
+	wantBody(t, s, "cas/stale", []byte("two"))
+	_, err = s.PutBytes(e.Ctx, "cas/missing", []byte("x"), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: v1.Version})
+	wantKind(t, err, core.ErrNotFound, "replace of a missing key")
+	wantAbsent(t, s, "cas/missing")
+
+	p := e.Pool(t)
+	per := max(10, e.Config.Rounds/8)
+	start := mustPut(t, s, "cas/counter", []byte("0"), core.PutOptions{})
+	resps, err := p.all(e.Ctx, request{Op: "incr", Prefix: e.Prefix, Key: "cas/counter", N: per, At: time.Now().Add(5 * time.Millisecond).UnixNano()})
+	var hist []histOp
+	retries, transient := 0, 0
+	for _, r := range resps {
+		hist = append(hist, r.History...)
+		retries += r.Retries
+		transient += r.TransientReads
+		for _, h := range r.History {
+			if h.Kind == "cas" {
+				e.Latency.Add(time.Duration(h.Ret - h.Call))
+			}
+		}
+	}
+	e.s.histories = append(e.s.histories, history{name: "compare-and-swap", model: "cas", ops: hist,
+		initial: histOp{Value: "0", Version: start.Version}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resps {
+		if !r.OK {
+			t.Fatalf("worker %d: %s (%s)", r.Worker, r.ErrKind, r.Err)
+		}
+	}
+	body, _ := mustRead(t, s, "cas/counter")
+	want := len(p.workers) * per
+	if got, _ := strconv.Atoi(string(body)); got != want {
+		t.Fatalf("lost updates: %d processes x %d increments ended at %s, want %d", len(p.workers), per, body, want)
+	}
+	t.Logf("%d increments, %d precondition-failed retries, %d reads answered transient and read again", want, retries, transient)
+}

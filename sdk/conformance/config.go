@@ -1,0 +1,221 @@
+package conformance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto"
+)
+
+// Config is the one configuration of a conformance run, shared by the Go
+// library (RunTests, Run) and the CLI (`conformance run`), in the manner of
+// csi-test's sanity package.
+type Config struct {
+	// Adapter is a bundled adapter's name ("localfs") or the path of a
+	// vendor's adapter binary (anything containing a '/').
+	Adapter string `json:"adapter"`
+	// SHA256 is the hex digest the adapter binary must have; required with
+	// a path.
+	SHA256 string `json:"sha256,omitempty"`
+	// Backend names what serves the store, for the report and the support
+	// matrix ("versitygw v1.8.0", "AWS S3 eu-west-1"). Default: the scheme.
+	Backend string `json:"backend,omitempty"`
+	// Store is the store URI to test in. Empty means a fresh temporary
+	// directory for file adapters and mem:// for the memory adapter.
+	Store string `json:"store,omitempty"`
+	// Processes is how many OS processes race in the cross-process cases
+	// (default 4), each with its own plugin instance.
+	Processes int `json:"processes"`
+	// Rounds is how many rounds the race cases run (default 200).
+	Rounds int `json:"rounds"`
+	// Timeout bounds the whole run (default 15m).
+	Timeout time.Duration `json:"timeout"`
+	// Run selects cases by regular expression on their names.
+	Run string `json:"run,omitempty"`
+	// InProcess opens the adapter inside each process instead of as a
+	// plugin: for testing an adapter package without the boundary.
+	InProcess bool `json:"in_process,omitempty"`
+	// ReportDir receives artefacts such as porcupine visualisations of a
+	// non-linearizable history. Default: the working directory.
+	ReportDir string `json:"report_dir,omitempty"`
+	// Adapters are the adapters this binary carries (served as plugins of
+	// itself through the hidden subcommand, or opened in-process).
+	Adapters []core.Adapter `json:"-"`
+	// Logger receives plugin logs; nil discards them.
+	Logger hclog.Logger `json:"-"`
+
+	tempDir string
+}
+
+func (c *Config) setDefaults() {
+	if c.Processes == 0 {
+		c.Processes = 4
+	}
+	if c.Rounds == 0 {
+		c.Rounds = 200
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 15 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// isPath says whether Adapter names a binary rather than a bundled adapter.
+func (c *Config) isPath() bool { return strings.Contains(c.Adapter, "/") }
+
+func (c *Config) bundled(name string) (core.Adapter, bool) {
+	for _, a := range c.Adapters {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return core.Adapter{}, false
+}
+
+// validate checks the configuration and resolves the store location. Its
+// errors are usage errors (core.ErrInvalidArgument).
+func (c *Config) validate() (core.Location, *regexp.Regexp, error) {
+	c.setDefaults()
+	bad := func(format string, args ...any) (core.Location, *regexp.Regexp, error) {
+		return core.Location{}, nil, core.Errorf("conformance", "", core.ErrInvalidArgument, format, args...)
+	}
+	if c.Adapter == "" {
+		return bad("no adapter: give a bundled name (%s) or a binary path with --sha256", c.names())
+	}
+	if c.Processes < 2 || c.Rounds < 1 {
+		return bad("processes must be at least 2 and rounds at least 1 (got %d, %d)", c.Processes, c.Rounds)
+	}
+	var re *regexp.Regexp
+	if c.Run != "" {
+		var err error
+		if re, err = regexp.Compile(c.Run); err != nil {
+			return bad("--run %q: %v", c.Run, err)
+		}
+	}
+	var schemes []string
+	if c.isPath() {
+		if c.InProcess {
+			return bad("an adapter binary always runs out of process")
+		}
+		if c.SHA256 == "" {
+			return bad("adapter binary %s needs --sha256 (sha256sum %s)", c.Adapter, c.Adapter)
+		}
+		if c.Store == "" {
+			return bad("adapter binary %s needs --store: only bundled file adapters have a default store", c.Adapter)
+		}
+	} else {
+		a, ok := c.bundled(c.Adapter)
+		if !ok {
+			return bad("unknown adapter %q: bundled ones are %s; a vendor binary is given by path", c.Adapter, c.names())
+		}
+		schemes = a.Schemes
+	}
+	if c.Store == "" {
+		switch {
+		case contains(schemes, "file"):
+			dir, err := os.MkdirTemp("", "retain-conformance-")
+			if err != nil {
+				return core.Location{}, nil, err
+			}
+			c.tempDir = dir
+			c.Store = "file://" + dir
+		case contains(schemes, "mem"):
+			c.Store = "mem://conformance"
+		default:
+			return bad("adapter %s needs --store (one of %s)", c.Adapter, strings.Join(schemes, ", "))
+		}
+	}
+	loc, err := core.ParseLocation(c.Store)
+	if err != nil {
+		return core.Location{}, nil, err
+	}
+	if len(schemes) > 0 && !contains(schemes, loc.Scheme) {
+		return bad("adapter %s serves %s, not %s://", c.Adapter, strings.Join(schemes, ", "), loc.Scheme)
+	}
+	return loc, re, nil
+}
+
+func (c *Config) names() string {
+	var n []string
+	for _, a := range c.Adapters {
+		n = append(n, a.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// open starts (or opens in-process) one instance of the adapter on loc.
+func (c *Config) open(ctx context.Context, loc core.Location) (core.Driver, error) {
+	switch {
+	case c.InProcess:
+		a, _ := c.bundled(c.Adapter)
+		return a.Open(ctx, loc)
+	case c.isPath():
+		return pluginproto.Launch(ctx, pluginproto.LaunchConfig{
+			Adapter: c.Adapter, Path: c.Adapter, SHA256: c.SHA256, Location: loc, Logger: c.Logger,
+		})
+	default:
+		return launchSelf(ctx, c.Adapter, loc, c.Logger)
+	}
+}
+
+// binaryDigest is the SHA-256 of the code that serves the adapter: the
+// vendor's binary, or this executable for bundled adapters.
+func (c *Config) binaryDigest() (path, digest string) {
+	path = c.Adapter
+	if !c.isPath() {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", ""
+		}
+		path = exe
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return path, ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return path, ""
+	}
+	return path, hex.EncodeToString(h.Sum(nil))
+}
+
+func (c *Config) protocol() string {
+	if c.InProcess {
+		return "in-process"
+	}
+	return fmt.Sprintf("v%d", pluginproto.ProtocolVersion)
+}
+
+// fileName is the adapter's name fit for a file name.
+func (c *Config) fileName() string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ' ' {
+			return '_'
+		}
+		return r
+	}, filepath.Base(c.Adapter))
+}

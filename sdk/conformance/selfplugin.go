@@ -1,0 +1,71 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto"
+)
+
+// A binary that runs the suite on an adapter it carries (Config.Adapters)
+// serves that adapter as a plugin of itself, so the cases cross the same
+// gRPC boundary as a vendor's binary: `<exe> __conformance-plugin NAME`,
+// which Dispatch handles.
+const pluginSubcommand = "__conformance-plugin"
+
+// envPluginHost carries, to such a plugin process, its host's process id.
+// A child launched with it whose main never reached Dispatch (a TestMain
+// without the call) would run the suite again and launch another copy of
+// itself; it exits with exitNotDispatched instead, which the host turns
+// into an error naming the fix.
+const envPluginHost = "RETAIN_CONFORMANCE_PLUGIN_HOST"
+
+const exitNotDispatched = 86
+
+func serveSelf(adapters []core.Adapter, name string) error {
+	names := make([]string, 0, len(adapters))
+	for _, a := range adapters {
+		if a.Name == name {
+			pluginproto.Serve(a)
+			return nil
+		}
+		names = append(names, a.Name)
+	}
+	sort.Strings(names)
+	return core.Errorf("conformance", "", core.ErrInvalidArgument,
+		"this binary carries no adapter %q; it carries: %s", name, strings.Join(names, ", "))
+}
+
+func launchSelf(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*pluginproto.Client, error) {
+	if v := os.Getenv(envPluginHost); v != "" && v == strconv.Itoa(os.Getppid()) && len(os.Args) >= 2 && os.Args[1] == pluginSubcommand {
+		os.Stderr.WriteString("conformance: launched as a plugin but main did not call conformance.Dispatch; exiting\n")
+		os.Exit(exitNotDispatched)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, &core.Error{Op: "launch", Kind: core.ErrUnavailable, Err: err,
+			Msg: fmt.Sprintf("cannot find this executable to serve adapter %q", name)}
+	}
+	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{
+		Adapter:  name,
+		Path:     exe,
+		Args:     []string{pluginSubcommand, name},
+		Env:      []string{envPluginHost + "=" + strconv.Itoa(os.Getpid())},
+		Location: loc,
+		Logger:   logger,
+	})
+	var ee *pluginproto.ExitError
+	if errors.As(err, &ee) && ee.Code == exitNotDispatched {
+		return nil, core.Errorf("launch", "", core.ErrInvalidArgument,
+			"%s runs adapter %q as a plugin of itself, but its main does not dispatch: call conformance.Dispatch(adapters) first in main or TestMain", exe, name)
+	}
+	return c, err
+}

@@ -1,0 +1,97 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// roDriver declares itself read-only but, were a write to reach it, would
+// perform it (counting it in writes): the portable Store must refuse first.
+func roDriver(d core.Driver, writes *int) core.Driver {
+	counted := testkit.NewHook(d).Before(func(c testkit.Call) error {
+		switch c.Op {
+		case testkit.OpPut, testkit.OpDelete, testkit.OpDeleteMany, testkit.OpGate:
+			*writes++
+		}
+		return nil
+	})
+	return &testkit.Caps{Driver: counted, Edit: func(c *core.Capabilities) { c.ReadOnly = true }}
+}
+
+func TestStoreRefusesWritesWhenReadOnly(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	if _, err := mem.Put(ctx, "a", strings.NewReader("x"), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	s, err := core.NewStore(ctx, "ro", roDriver(mem, &writes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ReadOnly() {
+		t.Fatal("Store.ReadOnly is false for a driver that declared read-only")
+	}
+	ro := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, core.ErrPermissionDenied) || !strings.Contains(err.Error(), "store opened read-only") {
+			t.Errorf("%s: want permission denied (store opened read-only), got %v", what, err)
+		}
+	}
+	_, err = s.PutBytes(ctx, "b", []byte("y"), core.PutOptions{})
+	ro("put", err)
+	_, err = s.PutBytes(ctx, "b", []byte("y"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+	ro("put create-if-absent", err)
+	ro("delete", s.Delete(ctx, "a", core.DeleteOptions{}))
+	res, err := s.DeleteMany(ctx, []string{"a", "c"})
+	ro("delete-many", err)
+	if len(res) != 2 {
+		t.Fatalf("delete-many: %d results for 2 keys", len(res))
+	}
+	for _, r := range res {
+		ro("delete-many result "+r.Key, r.Err)
+	}
+	caps := s.Capabilities()
+	var gates []string
+	for _, g := range caps.Gates {
+		gates = append(gates, g.Name)
+	}
+	if len(gates) == 0 {
+		gates = []string{"any"}
+	}
+	ro("gates", s.WithGates(ctx, core.ScopeProcess, gates, func(context.Context) error {
+		t.Error("gate body ran on a read-only store")
+		return nil
+	}))
+	if writes != 0 {
+		t.Errorf("%d writes reached the driver", writes)
+	}
+	// Reads still work.
+	if b, _, err := s.ReadAll(ctx, "a"); err != nil || string(b) != "x" {
+		t.Errorf("read: %q, %v", b, err)
+	}
+	if l, err := s.List(ctx, "", 0); err != nil || len(l) != 1 {
+		t.Errorf("list: %v, %v", l, err)
+	}
+}
+
+func TestLocationReadOnlyIsNotAURIOption(t *testing.T) {
+	loc, err := core.ParseLocation("s3://b/p?read_only=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc.ReadOnly {
+		t.Error("a query option set Location.ReadOnly")
+	}
+	want := loc.String()
+	loc.ReadOnly = true
+	if got := loc.String(); got != want {
+		t.Errorf("String rendered ReadOnly: %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,494 @@
+package pluginproto
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/pluginproto/internal/pb"
+	"github.com/retain-dev/retain/sdk/redact"
+)
+
+// Serve runs a as a storage plugin for a retain host and returns when the
+// host shuts it down. It is the whole main of a vendor's plugin binary:
+//
+//	func main() { pluginproto.Serve(acme.Adapter) }
+//
+// Nothing may be written to stdout before Serve: the host reads the
+// handshake from there. Logs belong on stderr (Serve logs JSON there, which
+// the host forwards to its own logger). Run by hand rather than by a host,
+// Serve says so on stderr and exits with status 1. If the host process dies
+// the plugin exits at once with status 2 (on Unix, where an orphan is
+// reparented). SIGINT and SIGTERM are ignored: a plugin ends with its
+// host, never before it.
+func Serve(a core.Adapter) {
+	serve(a, serveConfig{})
+}
+
+// serveConfig holds test hooks.
+type serveConfig struct {
+	// versions are the protocol versions offered; default ProtocolVersion.
+	versions []int
+}
+
+// parentPoll is how often a plugin checks that its host is alive.
+const parentPoll = 200 * time.Millisecond
+
+func serve(a core.Adapter, cfg serveConfig) {
+	// A plugin ends with its host, never before it: SIGINT and SIGTERM
+	// reach the whole process group (`kill -TERM -PGID`, systemd's stop,
+	// `timeout`), and a host that finishes its pass on them needs its store
+	// until it exits. The host's exit ends the plugin (Pdeathsig, the parent
+	// watch, or the host's Kill).
+	ignoreStopSignals()
+	closeInheritedImage()
+	level := hclog.LevelFromString(os.Getenv(envLogLevel))
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name:  a.Name,
+		Level: level,
+		// The real stderr (go-plugin swaps os.Stderr later), masked here:
+		// only the plugin knows what its credential chain resolved.
+		Output:     redact.NewWriter(os.Stderr),
+		JSONFormat: true,
+	})
+
+	go watchParent(logger, os.Getppid(), parentPoll)
+
+	srv := &server{adapter: a}
+	versions := cfg.versions
+	if len(versions) == 0 {
+		versions = []int{ProtocolVersion}
+	}
+	sets := make(map[int]plugin.PluginSet, len(versions))
+	for _, v := range versions {
+		sets[v] = plugin.PluginSet{pluginName: &storagePlugin{srv: srv}}
+	}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  handshake,
+		VersionedPlugins: sets,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+			return grpc.NewServer(opts...)
+		},
+		Logger: logger,
+	})
+	if err := srv.close(); err != nil {
+		logger.Warn("closing the store", "error", err)
+	}
+}
+
+// ignoreStopSignals ignores SIGINT and SIGTERM (go-plugin later takes
+// SIGINT itself and discards it).
+func ignoreStopSignals() { signal.Ignore(os.Interrupt, syscall.SIGTERM) }
+
+// watchParent exits the process as soon as its parent is no longer ppid:
+// the host died and the plugin was reparented, so no one will ever call it
+// again. Exiting here means no orphan outlives a SIGKILLed host.
+func watchParent(logger hclog.Logger, ppid int, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for range t.C {
+		if now := os.Getppid(); now != ppid {
+			logger.Error("host process is gone, plugin exiting", "host_pid", ppid, "new_parent_pid", now)
+			os.Exit(2)
+		}
+	}
+}
+
+// server is the plugin half of the Storage service over one adapter.
+type server struct {
+	pb.UnimplementedStorageServer
+	adapter core.Adapter
+
+	mu  sync.Mutex
+	drv core.Driver
+}
+
+func (s *server) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drv == nil {
+		return nil
+	}
+	err := s.drv.Close()
+	s.drv = nil
+	return err
+}
+
+// driver is the open driver, or the error status for a call before Open.
+func (s *server) driver(op, key string) (core.Driver, error) {
+	s.mu.Lock()
+	d := s.drv
+	s.mu.Unlock()
+	if d == nil {
+		return nil, toStatus(op, key, core.Errorf(op, key, core.ErrInvalidArgument,
+			"the plugin for adapter %q has no open store: the host must call Open first", s.adapter.Name))
+	}
+	return d, nil
+}
+
+// checkKey validates a key the host sent, before anything reaches the driver.
+func (s *server) checkKey(op, key string) (core.Driver, error) {
+	if err := core.ValidateKey(op, key); err != nil {
+		return nil, toStatus(op, key, err)
+	}
+	return s.driver(op, key)
+}
+
+// checkInfo refuses info the wire cannot carry: keys are UTF-8 by contract.
+func (s *server) checkInfo(op, key string, infos ...core.Info) error {
+	for _, i := range infos {
+		if !utf8.ValidString(i.Key) {
+			return toStatus(op, key, core.Errorf(op, key, core.ErrUnknown,
+				"adapter %q broke the storage contract: it returned key %q, which is not valid UTF-8", s.adapter.Name, i.Key))
+		}
+	}
+	return nil
+}
+
+func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenResponse, error) {
+	const op = "open"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drv != nil {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrInvalidArgument,
+			"the plugin for adapter %q already has an open store: one plugin process serves one store", s.adapter.Name))
+	}
+	if s.adapter.Open == nil {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnsupported, "adapter %q has no Open function", s.adapter.Name))
+	}
+	d, err := s.adapter.Open(ctx, locationFromPB(req.Location))
+	if err != nil {
+		return nil, toStatus(op, "", err)
+	}
+	if d == nil {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnknown, "adapter %q opened no driver and gave no error", s.adapter.Name))
+	}
+	s.drv = d
+	return &pb.OpenResponse{Adapter: s.adapter.Name}, nil
+}
+
+func (s *server) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
+	const op = "capabilities"
+	d, err := s.driver(op, "")
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.Capabilities(ctx)
+	if err != nil {
+		return nil, toStatus(op, "", err)
+	}
+	return capsToPB(c), nil
+}
+
+// bufPool holds chunk buffers for streaming bodies.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
+
+func (s *server) Get(req *pb.GetRequest, stream pb.Storage_GetServer) error {
+	const op = "get"
+	d, err := s.checkKey(op, req.Key)
+	if err != nil {
+		return err
+	}
+	r, err := d.Get(stream.Context(), req.Key)
+	if err != nil {
+		return toStatus(op, req.Key, err)
+	}
+	defer r.Close()
+	if err := s.checkInfo(op, req.Key, r.Info); err != nil {
+		return err
+	}
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	// The first message carries the info and, for small objects, the
+	// whole body.
+	msg := &pb.GetResponse{Info: infoToPB(r.Info)}
+	for {
+		n, eof, rerr := fillFor(r, buf, flushEvery)
+		if rerr != nil {
+			return toStatus(op, req.Key, rerr)
+		}
+		if n > 0 || msg.Info != nil {
+			msg.Data = buf[:n]
+			// Send encodes msg before it returns, so buf can be refilled.
+			if err := stream.Send(msg); err != nil {
+				return err // the host went away or cancelled
+			}
+			msg.Info, msg.Data = nil, nil
+		}
+		if eof {
+			return nil
+		}
+	}
+}
+
+func (s *server) Stat(ctx context.Context, req *pb.StatRequest) (*pb.StatResponse, error) {
+	const op = "stat"
+	d, err := s.checkKey(op, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	info, err := d.Stat(ctx, req.Key)
+	if err != nil {
+		return nil, toStatus(op, req.Key, err)
+	}
+	if err := s.checkInfo(op, req.Key, info); err != nil {
+		return nil, err
+	}
+	return &pb.StatResponse{Info: infoToPB(info)}, nil
+}
+
+func (s *server) Put(stream pb.Storage_PutServer) error {
+	const op = "put"
+	first, err := stream.Recv()
+	if err == io.EOF || (err == nil && first.Header == nil) {
+		return toStatus(op, "", core.Errorf(op, "", core.ErrInvalidArgument, "the put stream must start with a header"))
+	}
+	if err != nil {
+		return err
+	}
+	h := first.Header
+	d, err := s.checkKey(op, h.Key)
+	if err != nil {
+		return err
+	}
+	if h.Mode > 255 {
+		return toStatus(op, h.Key, core.Errorf(op, h.Key, core.ErrInvalidArgument, "unknown put mode %d", h.Mode))
+	}
+	body := &putBody{stream: stream, key: h.Key, buf: first.Data, size: h.Size}
+	if body.size != nil && int64(len(body.buf)) > *body.size {
+		return toStatus(op, h.Key, body.tooLong())
+	}
+	body.got = int64(len(body.buf))
+	opts := core.PutOptions{Mode: core.PutMode(h.Mode), IfVersion: string(h.IfVersion)}
+	info, err := d.Put(stream.Context(), h.Key, body, opts)
+	if err != nil {
+		return toStatus(op, h.Key, err)
+	}
+	if err := s.checkInfo(op, h.Key, info); err != nil {
+		return err
+	}
+	return stream.SendAndClose(&pb.PutResponse{Info: infoToPB(info)})
+}
+
+// flushEvery is the longest Get holds body bytes it has read before it
+// sends them: the host judges a body stream by its progress (its idle
+// timeout), so a slow source must show what it has, while a fast one still
+// fills whole chunks.
+const flushEvery = 100 * time.Millisecond
+
+// fillFor is fill that also stops, with what it has, once a read returns
+// after d has passed.
+func fillFor(r io.Reader, buf []byte, d time.Duration) (n int, eof bool, err error) {
+	start := time.Now()
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+		if n > 0 && time.Since(start) >= d {
+			break
+		}
+	}
+	return n, false, nil
+}
+
+// putBody is the body of a Put as the driver reads it: the chunks of the
+// stream, ending in io.EOF only when the host closed its side normally
+// with exactly the declared size. A host that cancels or dies makes it
+// fail, so a driver never stores a truncated body as whole.
+type putBody struct {
+	stream pb.Storage_PutServer
+	key    string
+	buf    []byte
+	size   *int64 // declared by the host, if known
+	got    int64  // bytes received so far
+	err    error  // sticky
+}
+
+func (b *putBody) tooLong() error {
+	return core.Errorf("put", b.key, core.ErrInvalidArgument,
+		"the body is longer than the %d bytes the host declared", *b.size)
+}
+
+func (b *putBody) Read(p []byte) (int, error) {
+	for len(b.buf) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		m, err := b.stream.Recv()
+		switch {
+		case err == io.EOF:
+			if b.size != nil && b.got != *b.size {
+				b.err = core.Errorf("put", b.key, core.ErrInvalidArgument,
+					"the body ended after %d bytes, the host declared %d", b.got, *b.size)
+			} else {
+				b.err = io.EOF
+			}
+		case err != nil:
+			b.err = &core.Error{Op: "put", Key: b.key, Kind: core.ErrTransient,
+				Msg: "the body stream from the host broke; nothing must be written", Err: err}
+			if cerr := b.stream.Context().Err(); cerr != nil {
+				b.err = &core.Error{Op: "put", Key: b.key, Kind: core.ErrTransient,
+					Msg: "the host cancelled the put; nothing must be written", Err: cerr}
+			}
+		case m.Header != nil:
+			b.err = core.Errorf("put", b.key, core.ErrInvalidArgument, "a second put header in one stream")
+		default:
+			b.got += int64(len(m.Data))
+			if b.size != nil && b.got > *b.size {
+				b.err = b.tooLong()
+			} else {
+				b.buf = m.Data
+			}
+		}
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+func (s *server) Delete(ctx context.Context, req *pb.DeleteRequest) (*pb.DeleteResponse, error) {
+	const op = "delete"
+	d, err := s.checkKey(op, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Delete(ctx, req.Key, core.DeleteOptions{IfVersion: string(req.IfVersion)}); err != nil {
+		return nil, toStatus(op, req.Key, err)
+	}
+	return &pb.DeleteResponse{}, nil
+}
+
+func (s *server) DeleteMany(ctx context.Context, req *pb.DeleteManyRequest) (*pb.DeleteManyResponse, error) {
+	const op = "delete-many"
+	d, err := s.driver(op, "")
+	if err != nil {
+		return nil, err
+	}
+	// Invalid keys get their own result and never reach the driver.
+	out := make([]*pb.DeleteResult, len(req.Keys))
+	send := make([]string, 0, len(req.Keys))
+	for i, k := range req.Keys {
+		out[i] = &pb.DeleteResult{Key: k}
+		if err := core.ValidateKey("delete", k); err != nil {
+			out[i].Error, _ = detailOf("delete", k, err)
+			continue
+		}
+		send = append(send, k)
+	}
+	if len(send) == 0 {
+		return &pb.DeleteManyResponse{Results: out}, nil
+	}
+	res, err := d.DeleteMany(ctx, send)
+	if err != nil {
+		return nil, toStatus(op, "", err)
+	}
+	if len(send) == len(req.Keys) {
+		// Pass the driver's answer through as is: the host's Store checks it.
+		out = out[:0]
+		for _, r := range res {
+			out = append(out, deleteResultToPB(r))
+		}
+		return &pb.DeleteManyResponse{Results: out}, nil
+	}
+	if len(res) != len(send) {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
+			"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(send)))
+	}
+	j := 0
+	for i := range out {
+		if out[i].Error == nil {
+			out[i] = deleteResultToPB(res[j])
+			j++
+		}
+	}
+	return &pb.DeleteManyResponse{Results: out}, nil
+}
+
+func deleteResultToPB(r core.DeleteResult) *pb.DeleteResult {
+	p := &pb.DeleteResult{Key: text(r.Key)}
+	if r.Err != nil {
+		p.Error, _ = detailOf("delete", r.Key, r.Err)
+	}
+	return p
+}
+
+func (s *server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	const op = "list"
+	if err := core.ValidatePrefix(op, req.Prefix); err != nil {
+		return nil, toStatus(op, req.Prefix, err)
+	}
+	if req.PageSize < 0 || int64(int(req.PageSize)) != req.PageSize {
+		return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrInvalidArgument, "bad page size %d", req.PageSize))
+	}
+	d, err := s.driver(op, req.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	page, err := d.List(ctx, core.ListOptions{Prefix: req.Prefix, StartAfter: req.StartAfter, PageSize: int(req.PageSize)})
+	if err != nil {
+		return nil, toStatus(op, req.Prefix, err)
+	}
+	if err := s.checkInfo(op, req.Prefix, page.Objects...); err != nil {
+		return nil, err
+	}
+	out := &pb.ListResponse{More: page.More, Objects: make([]*pb.Info, len(page.Objects))}
+	for i, o := range page.Objects {
+		out.Objects[i] = infoToPB(o)
+	}
+	return out, nil
+}
+
+func (s *server) AcquireGate(ctx context.Context, req *pb.AcquireGateRequest) (*pb.AcquireGateResponse, error) {
+	const op = "acquire-gate"
+	d, err := s.driver(op, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	l, err := d.AcquireGate(ctx, req.Name)
+	if err != nil {
+		return nil, toStatus(op, req.Name, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		// The host gave up waiting and will never learn of this lease:
+		// give the gate back rather than hold it forever.
+		if rerr := d.ReleaseGate(context.WithoutCancel(ctx), l); rerr != nil {
+			return nil, toStatus(op, req.Name, errors.Join(cerr, fmt.Errorf("releasing the gate nobody holds: %w", rerr)))
+		}
+		return nil, toStatus(op, req.Name, cerr)
+	}
+	return &pb.AcquireGateResponse{Name: text(l.Name), Token: []byte(l.Token)}, nil
+}
+
+func (s *server) ReleaseGate(ctx context.Context, req *pb.ReleaseGateRequest) (*pb.ReleaseGateResponse, error) {
+	const op = "release-gate"
+	d, err := s.driver(op, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.ReleaseGate(ctx, core.GateLease{Name: req.Name, Token: string(req.Token)}); err != nil {
+		return nil, toStatus(op, req.Name, err)
+	}
+	return &pb.ReleaseGateResponse{}, nil
+}

@@ -1,0 +1,62 @@
+package httpstore_test
+
+import (
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// maxModules bounds the modules an adapter that depends on the SDK only
+// compiles against: the point of the SDK module is that a vendor does not
+// inherit the cloud SDKs, Lance interop or CLI dependencies of retain.
+const maxModules = 25
+
+// goOutside runs the go command on this module alone, outside the workspace.
+func goOutside(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("GOWORK=off go %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return string(out)
+}
+
+// TestModuleStaysSmall: outside the workspace this module builds from its
+// own go.mod and go.sum, and what it compiles (with its tests) comes from at
+// most maxModules modules, none of them retain's main module.
+//
+// `go list -m all` is larger (64 modules at the time of writing, against
+// 253 for retain's main module): it is the requirement graph, which
+// includes what grpc's go.mod requires for its own xDS and Google-auth
+// features. Go reads those modules' go.mod files but never compiles or
+// downloads their code for this build; the count is logged, not bounded.
+func TestModuleStaysSmall(t *testing.T) {
+	graph := strings.Fields(goOutside(t, "list", "-m", "-f", "{{.Path}}", "all"))
+	t.Logf("go list -m all: %d modules in the requirement graph", len(graph))
+	var built []string
+	for _, m := range strings.Fields(goOutside(t, "list", "-deps", "-test", "-f", "{{with .Module}}{{.Path}}{{end}}", "./...")) {
+		if i := sort.SearchStrings(built, m); i == len(built) || built[i] != m {
+			built = append(built, "")
+			copy(built[i+1:], built[i:])
+			built[i] = m
+		}
+	}
+	t.Logf("go list -deps -test ./...: %d modules compiled:\n%s", len(built), strings.Join(built, "\n"))
+	if len(built) > maxModules {
+		t.Fatalf("an SDK-only adapter compiles against %d modules, at most %d allowed: %v", len(built), maxModules, built)
+	}
+	for _, m := range graph {
+		if m == "github.com/retain-dev/retain" {
+			t.Fatal("the adapter's module graph includes retain's main module: depend on github.com/retain-dev/retain/sdk only")
+		}
+	}
+	goOutside(t, "build", "./...")
+}

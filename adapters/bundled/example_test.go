@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 )
 
 // An application opens a store in its own process: no plugin subcommand
@@ -22,7 +22,7 @@ func ExampleOpenInProcess() {
 	defer os.RemoveAll(dir)
 	// A Lance table of the repository's fixtures, copied: never open a
 	// fixture in place.
-	if err := os.CopyFS(filepath.Join(dir, "update.lance"), os.DirFS("../../core/lance/testdata/update.lance")); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "update.lance"), os.DirFS("../../lance/testdata/update.lance")); err != nil {
 		log.Fatal(err)
 	}
 
@@ -31,7 +31,7 @@ func ExampleOpenInProcess() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	tables, err := protocol.DiscoverTables(ctx, s)
+	tables, err := checkpoint.DiscoverTables(ctx, s)
 	if err != nil {
 		log.Fatal(err)
 	}

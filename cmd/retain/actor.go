@@ -15,7 +15,7 @@ import (
 )
 
 // maxActorBytes bounds an actor: the checkpoint registry refuses a longer
-// one (core/checkpoint, 256 bytes), so the CLI refuses it up front.
+// one (checkpoint/registry, 256 bytes), so the CLI refuses it up front.
 const maxActorBytes = 256
 
 // actorEnv names the actor when --actor is not given.

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/retention"
 )
 
 // retainNoActor runs the binary with RETAIN_ACTOR (and the given keys)
@@ -44,7 +44,7 @@ func retainNoActor(t *testing.T, drop []string, env []string, args ...string) (s
 func checkpointActor(t *testing.T, db, name string) string {
 	t.Helper()
 	out, errs, code := retain(t, "checkpoint", "show", name, db, "--json")
-	var in protocol.Info
+	var in checkpoint.Info
 	if code != 0 || json.Unmarshal([]byte(out), &in) != nil {
 		t.Fatalf("show %s: %d %s", name, code, errs)
 	}
@@ -176,7 +176,7 @@ func TestActorUnknownUIDProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "db")
-	if err := os.CopyFS(filepath.Join(db, "t.lance"), os.DirFS(filepath.Join("..", "..", "core", "lance", "testdata", "v2-appends.lance"))); err != nil {
+	if err := os.CopyFS(filepath.Join(db, "t.lance"), os.DirFS(filepath.Join("..", "..", "lance", "testdata", "v2-appends.lance"))); err != nil {
 		t.Fatal(err)
 	}
 	// The other uid must reach and write the store.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/branch"
-	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/branch"
+	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
 )
@@ -50,9 +50,9 @@ func branchCopyDB(t *testing.T, src string) string {
 }
 
 type branchListOut struct {
-	Branches []refs.BranchInfo `json:"branches"`
-	Hidden   int               `json:"hidden"`
-	Total    int               `json:"total"`
+	Branches []branch.Info `json:"branches"`
+	Hidden   int           `json:"hidden"`
+	Total    int           `json:"total"`
 }
 
 // branchListed is `retain branch list --json` (with --all if all).
@@ -70,7 +70,7 @@ func branchListed(t *testing.T, table string, all bool, extra ...string) branchL
 	return l
 }
 
-func branchByName(l branchListOut, name string) *refs.BranchInfo {
+func branchByName(l branchListOut, name string) *branch.Info {
 	for i := range l.Branches {
 		if l.Branches[i].Name == name {
 			return &l.Branches[i]
@@ -115,7 +115,7 @@ func branchNoHalfState(t *testing.T, table string) branchListOut {
 	t.Helper()
 	l := branchListed(t, table, false)
 	for _, b := range l.Branches {
-		if b.State != refs.BranchReady {
+		if b.State != lifecycle.BranchReady {
 			t.Fatalf("listed in a half state: %+v", b)
 		}
 	}
@@ -155,7 +155,7 @@ func TestBranchListShowCreateCLI(t *testing.T) {
 	l := branchListed(t, table, false)
 	deep := branchByName(l, "exp/deep")
 	if len(l.Branches) != 2 || deep == nil || deep.Lifecycle.Managed || len(deep.Lineage) != 2 ||
-		deep.Lineage[0] != (refs.BranchLineageStep{Branch: "main", Version: 2}) || deep.Lineage[1] != (refs.BranchLineageStep{Branch: "exp", Version: 3}) {
+		deep.Lineage[0] != (branch.LineageStep{Branch: "main", Version: 2}) || deep.Lineage[1] != (branch.LineageStep{Branch: "exp", Version: 3}) {
 		t.Fatalf("list: %+v", l)
 	}
 	if f := branchListed(t, table, false, "--filter", "session=s1"); len(f.Branches) != 1 || f.Branches[0].Name != "exp" {
@@ -170,7 +170,7 @@ func TestBranchListShowCreateCLI(t *testing.T) {
 		t.Fatalf("no match:\n%s", out)
 	}
 	out, _, code = retain(t, "branch", "show", "exp", table, "--json")
-	var d refs.BranchDetail
+	var d branch.Detail
 	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Head == nil || *d.Head != 3 || len(d.Children) != 1 || d.Children[0].Name != "exp/deep" || d.Metadata["agent"] != "a1" {
 		t.Fatalf("show: %d %s", code, out)
 	}
@@ -220,7 +220,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 					t.Fatalf("after-claim: %+v", all)
 				}
 			case branch.FPCreateAfterCreating: // hidden, shown with --all as creating
-				if branchByName(l, "exp") != nil || l.Hidden != 1 || exp.State != refs.BranchCreating || exp.Lifecycle.Owner == nil || exp.Metadata["session"] != "s1" {
+				if branchByName(l, "exp") != nil || l.Hidden != 1 || exp.State != lifecycle.BranchCreating || exp.Lifecycle.Owner == nil || exp.Metadata["session"] != "s1" {
 					t.Fatalf("after-creating: %+v", all)
 				}
 			case branch.FPCreateAfterReady:
@@ -269,7 +269,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 		branchTakeOverClaim(t, db)
 		out, errs, code := retain(t, "branch", "delete", "exp", db, "--json")
 		var res branch.Deleted
-		if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Tables[0].StateBefore != refs.BranchCreating || res.Tables[0].TookOver == nil {
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Tables[0].StateBefore != lifecycle.BranchCreating || res.Tables[0].TookOver == nil {
 			t.Fatalf("delete of a crashed adoption: %d %s %s", code, out, errs)
 		}
 		if l := branchListed(t, table, true); l.Total != 0 {
@@ -300,7 +300,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 					t.Fatalf("after-claim: %+v", l)
 				}
 			case fp == branch.FPDeleteAfterDeleting:
-				if e := branchByName(all, "exp"); branchByName(l, "exp") != nil || e == nil || e.State != refs.BranchDeleting || e.Metadata["session"] != "s1" {
+				if e := branchByName(all, "exp"); branchByName(l, "exp") != nil || e == nil || e.State != lifecycle.BranchDeleting || e.Metadata["session"] != "s1" {
 					t.Fatalf("after-deleting: %+v", all)
 				}
 			default:

@@ -10,8 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/branch"
+	"github.com/retain-dev/retain/branch/lifecycle"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/tag"
 )
 
 // branchListJSON is the JSON of `retain branch list`.
@@ -19,7 +21,7 @@ type branchListJSON struct {
 	Table    string            `json:"table"`
 	Filter   map[string]string `json:"filter"`
 	All      bool              `json:"all"`
-	Branches []refs.BranchInfo `json:"branches"`
+	Branches []branch.Info     `json:"branches"`
 	Hidden   int               `json:"hidden"`
 	Total    int               `json:"total"`
 	Problems []string          `json:"problems"`
@@ -66,7 +68,7 @@ chain, main first), key, problem}. Malformed branch files are listed under
 problems and the exit status is 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := refs.ParseFilter(filter)
+			f, err := tag.ParseFilter(filter)
 			if err != nil {
 				return err
 			}
@@ -76,7 +78,7 @@ problems and the exit status is 1.`,
 				return err
 			}
 			defer s.Close()
-			l, lerr := refs.ListBranches(ctx, ds, refs.BranchListOptions{Filter: f, All: all})
+			l, lerr := branch.List(ctx, ds, branch.ListOptions{Filter: f, All: all})
 			if l == nil {
 				return lerr
 			}
@@ -128,7 +130,7 @@ identifier (Lance's version_mapping: [{Version, ID}]).`,
 				return err
 			}
 			defer s.Close()
-			d, derr := refs.ShowBranch(ctx, ds, name)
+			d, derr := branch.Show(ctx, ds, name)
 			if d == nil {
 				return derr
 			}
@@ -146,8 +148,8 @@ identifier (Lance's version_mapping: [{Version, ID}]).`,
 
 // branchStateLabel is the state column: "ready (lance)" for a branch only
 // Lance wrote.
-func branchStateLabel(b refs.BranchInfo) string {
-	if b.State == refs.BranchReady && !b.Lifecycle.Managed {
+func branchStateLabel(b branch.Info) string {
+	if b.State == lifecycle.BranchReady && !b.Lifecycle.Managed {
 		return "ready (lance)"
 	}
 	return string(b.State)
@@ -157,7 +159,7 @@ func branchStateLabel(b refs.BranchInfo) string {
 type branchNode struct {
 	name     string
 	from     string // "<parent>@<version>"
-	info     *refs.BranchInfo
+	info     *branch.Info
 	missing  bool
 	children map[string]*branchNode
 }
@@ -176,7 +178,7 @@ func (n *branchNode) child(name string) *branchNode {
 
 // branchTree puts every branch under main along its lineage; ancestors
 // not in bs are context nodes.
-func branchTree(bs []refs.BranchInfo) *branchNode {
+func branchTree(bs []branch.Info) *branchNode {
 	root := &branchNode{name: "main"}
 	for i := range bs {
 		b := &bs[i]
@@ -220,7 +222,7 @@ func writeBranchTree(w io.Writer, n *branchNode, prefix string, label func(*bran
 func (a *app) printBranchList(out branchListJSON) {
 	what := "branches"
 	if len(out.Filter) > 0 {
-		what += " matching " + refs.Filter(out.Filter).String()
+		what += " matching " + tag.Filter(out.Filter).String()
 	}
 	fmt.Fprintf(a.stdout, "%s of %s: %d listed", what, out.Table, len(out.Branches))
 	if out.Hidden > 0 {
@@ -256,11 +258,11 @@ func (a *app) printBranchList(out branchListJSON) {
 	}
 }
 
-func (a *app) printBranchShow(uri string, d *refs.BranchDetail) {
+func (a *app) printBranchShow(uri string, d *branch.Detail) {
 	w := a.stdout
 	fmt.Fprintf(w, "branch %s of %s\n", d.Name, uri)
 	l := d.Lifecycle
-	state := branchStateLabel(d.BranchInfo)
+	state := branchStateLabel(d.Info)
 	switch {
 	case !l.Managed:
 		state += " — written by Lance, not adopted by retain"

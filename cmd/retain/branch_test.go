@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"

@@ -7,13 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
 // refuseReservedTag is what every user command that creates, moves or
 // deletes a tag must call first: "ogcp_" tags are checkpoint pins.
-func refuseReservedTag(name string) error { return protocol.CheckUserTag(name) }
+func refuseReservedTag(name string) error { return checkpoint.CheckUserTag(name) }
 
 func (a *app) checkpointCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "checkpoint", Short: "Named, immutable checkpoints of every table of a store"}
@@ -27,9 +27,9 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*protocol.Created, error) {
-				return resultOnly(protocol.Options{Actor: actor}.Create(cmd.Context(), s, args[0], branch))
-			}, func(c *protocol.Created) error {
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*checkpoint.Created, error) {
+				return resultOnly(checkpoint.Options{Actor: actor}.Create(cmd.Context(), s, args[0], branch))
+			}, func(c *checkpoint.Created) error {
 				fmt.Fprintf(a.stdout, "created checkpoint %q (id %s, generation %d) from %s at registry version %d\n",
 					c.Name, c.ID, c.Generation, c.SourceBranch, c.RegistryVersion)
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
@@ -56,7 +56,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			v, infos, err := protocol.List(cmd.Context(), s)
+			v, infos, err := checkpoint.List(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if len(infos) == 0 {
 				// An empty listing of a store without tables is most
 				// often a mistyped STORE: say that instead.
-				if tables, err := protocol.DiscoverTables(cmd.Context(), s); err == nil && len(tables) == 0 {
+				if tables, err := checkpoint.DiscoverTables(cmd.Context(), s); err == nil && len(tables) == 0 {
 					a.noTablesNote(args[0])
 					return nil
 				}
@@ -86,8 +86,8 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: its pinned versions and the health of every pin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store) (*protocol.Info, error) {
-				in, err := protocol.Show(cmd.Context(), s, args[0], deep)
+			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store) (*checkpoint.Info, error) {
+				in, err := checkpoint.Show(cmd.Context(), s, args[0], deep)
 				if err != nil {
 					return nil, err
 				}
@@ -99,7 +99,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 					return in, fmt.Errorf("checkpoint %q is not intact: run `retain reconcile %s`", in.Name, args[1])
 				}
 				return in, nil
-			}, func(in *protocol.Info) error {
+			}, func(in *checkpoint.Info) error {
 				fmt.Fprintf(a.stdout, "checkpoint %q\n  id         %s (generation %d, %s)\n  branch     %s\n  registry   version %d\n  created    %s by %s\n  pins       %s\n",
 					in.Name, in.ID, in.Generation, in.State, in.SourceBranch, in.RegistryVersion, in.CreatedAt.Format(time.RFC3339), in.Actor, in.Health)
 				tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
@@ -109,7 +109,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 				}
 				tw.Flush()
 				for _, p := range in.Pins {
-					if p.Status != protocol.PinOK && p.Detail != "" {
+					if p.Status != checkpoint.PinOK && p.Detail != "" {
 						fmt.Fprintf(a.stdout, "  %s %s: %s\n", p.Status, p.Path, p.Detail)
 					}
 				}
@@ -139,9 +139,9 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*protocol.Deleted, error) {
-				return resultOnly(protocol.Options{Actor: actor}.Delete(cmd.Context(), s, args[0]))
-			}, func(d *protocol.Deleted) error {
+			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*checkpoint.Deleted, error) {
+				return resultOnly(checkpoint.Options{Actor: actor}.Delete(cmd.Context(), s, args[0]))
+			}, func(d *checkpoint.Deleted) error {
 				if d.AlreadyTombstoned {
 					fmt.Fprintf(a.stdout, "checkpoint %q (id %s) was already deleted by %s; %d pin tags reclaimed\n", d.Name, d.ID, d.OperationID, len(d.TagsDeleted))
 				} else {
@@ -169,9 +169,9 @@ func (a *app) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*protocol.Report, error) {
-				return protocol.Options{Actor: actor}.Reconcile(cmd.Context(), s)
-			}, func(rep *protocol.Report) error {
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*checkpoint.Report, error) {
+				return checkpoint.Options{Actor: actor}.Reconcile(cmd.Context(), s)
+			}, func(rep *checkpoint.Report) error {
 				fmt.Fprintf(a.stdout, "reconciled %d tables at registry version %d: %d sidecars, %d repaired, %d reclaimed, %d conflicts\n",
 					len(rep.Tables), rep.RegistryVersion, len(rep.Sidecars), len(rep.Repaired), len(rep.Reclaimed), len(rep.Conflicts))
 				for _, sc := range rep.Sidecars {

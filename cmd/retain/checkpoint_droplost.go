@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -21,9 +21,9 @@ func (a *app) checkpointDropLostCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store) (*protocol.DroppedLost, error) {
-				return resultOnly(retention.DropLostPin(cmd.Context(), s, protocol.Options{Actor: actor}, args[0], args[1], reason))
-			}, func(d *protocol.DroppedLost) error {
+			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store) (*checkpoint.DroppedLost, error) {
+				return resultOnly(retention.DropLostPin(cmd.Context(), s, checkpoint.Options{Actor: actor}, args[0], args[1], reason))
+			}, func(d *checkpoint.DroppedLost) error {
 				fmt.Fprintf(a.stdout, "checkpoint %q (id %s) no longer pins %s %s v%d: %s (registry version %d, operation %s)\n",
 					d.Name, d.ID, d.Lost.Path, d.Lost.Branch, d.Lost.Version, d.Lost.Why, d.RegistryVersion, d.OperationID)
 				if d.TagError != "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 )
 
 // fixtureDB copies real-Lance fixtures into <tmp>/db: a LanceDB database
@@ -17,7 +17,7 @@ func fixtureDB(t *testing.T, names ...string) string {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "db")
 	for _, n := range names {
-		if err := os.CopyFS(filepath.Join(db, n+".lance"), os.DirFS(filepath.Join("..", "..", "core", "lance", "testdata", n+".lance"))); err != nil {
+		if err := os.CopyFS(filepath.Join(db, n+".lance"), os.DirFS(filepath.Join("..", "..", "lance", "testdata", n+".lance"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,7 +30,7 @@ func TestCheckpointCLI(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("create: %d %s", code, errs)
 	}
-	var c protocol.Created
+	var c checkpoint.Created
 	if err := json.Unmarshal([]byte(out), &c); err != nil || len(c.Tables) != 3 || c.RegistryVersion != 1 {
 		t.Fatalf("create: %v %s", err, out)
 	}
@@ -52,7 +52,7 @@ func TestCheckpointCLI(t *testing.T) {
 		t.Fatalf("list: %d %s", code, out)
 	}
 	out, _, code = retain(t, "checkpoint", "show", "nightly/1", db, "--deep", "--json")
-	var in protocol.Info
+	var in checkpoint.Info
 	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || in.Deep == nil || len(in.Deep.Missing) != 0 || len(in.Pins) != 4 {
 		t.Fatalf("show: %d %s", code, out)
 	}
@@ -89,7 +89,7 @@ func TestCheckpointCLI(t *testing.T) {
 func TestCheckpointCLICrash(t *testing.T) {
 	db := fixtureDB(t, "v2-appends", "branch-tag")
 	cmd := exec.Command(bin, "checkpoint", "create", "x", db)
-	cmd.Env = append(os.Environ(), "RETAIN_FAILPOINT="+protocol.FPCreateAfterTags)
+	cmd.Env = append(os.Environ(), "RETAIN_FAILPOINT="+checkpoint.FPCreateAfterTags)
 	if err := cmd.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 3 {
 		t.Fatalf("failpoint: %v", err)
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
 

@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -44,7 +44,7 @@ func tableFiles(t *testing.T, db string) []string {
 	return out
 }
 
-func headBoundaries(t *testing.T, db string) map[string]checkpoint.GCBoundary {
+func headBoundaries(t *testing.T, db string) map[string]registry.GCBoundary {
 	t.Helper()
 	ctx := context.Background()
 	d, err := localfs.OpenReadOnly(db)
@@ -56,7 +56,7 @@ func headBoundaries(t *testing.T, db string) map[string]checkpoint.GCBoundary {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	_, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
+	_, snap, err := registry.Open(s, registry.Options{}).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func headBoundaries(t *testing.T, db string) map[string]checkpoint.GCBoundary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := map[string]checkpoint.GCBoundary{}
+	m := map[string]registry.GCBoundary{}
 	for _, g := range rows {
 		m[g.Path] = g
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/retention"
 )
 
 // Ctrl-C during `cleanup run` (SIGINT, after the run journaled its plans):

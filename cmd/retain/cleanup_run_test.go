@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -104,7 +104,7 @@ func TestCleanupRunCLI(t *testing.T) {
 	if _, err := os.Stat(v3); err != nil {
 		t.Fatal("pinned deletes v3 removed")
 	}
-	_, snap, err := checkpoint.Open(s, checkpoint.Options{}).Head(ctx)
+	_, snap, err := registry.Open(s, registry.Options{}).Head(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 )
 
 // TestCleanupPreviewCLI: a checkpoint taken while deletes.lance's head was
@@ -24,7 +24,7 @@ func TestCleanupPreviewCLI(t *testing.T) {
 		}
 	}
 	out, errs, code := retain(t, "checkpoint", "create", "nightly", db, "--json")
-	var c protocol.Created
+	var c checkpoint.Created
 	if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/maintenance"
+	"github.com/retain-dev/retain/daemon"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -47,7 +47,7 @@ last pass failed (its retention did not complete or its record was not
 written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := maintenance.LoadConfig(config)
+			cfg, err := daemon.LoadConfig(config)
 			if err != nil {
 				return err
 			}
@@ -68,8 +68,8 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 				return err
 			}
 			defer s.Close()
-			m := maintenance.NewMetrics()
-			d := &maintenance.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
+			m := daemon.NewMetrics()
+			d := &daemon.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
 			if once {
 				r := d.Pass(cmd.Context())
 				if a.jsonOut {
@@ -97,7 +97,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 }
 
 // serveMetrics listens on addr and serves /metrics until stop.
-func serveMetrics(addr string, m *maintenance.Metrics, log hclog.Logger) (func(), error) {
+func serveMetrics(addr string, m *daemon.Metrics, log hclog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, core.Errorf("daemon", addr, core.ErrInvalidArgument, "cannot listen for metrics on %s: %v (choose another --metrics-addr, or \"\" for none)", addr, err)

@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/faultadapter"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/internal/quickstart"
+	"github.com/retain-dev/retain/retention"
 )
 
 // daemonStore replays the quickstart fixture's LanceDB commits v1-v3 of
@@ -64,7 +64,7 @@ func daemonStore(t *testing.T) (string, map[string]string) {
 	}
 	replay(1, 3)
 	out, errs, code := retain(t, "checkpoint", "create", "keep", db, "--json")
-	var c protocol.Created
+	var c checkpoint.Created
 	if code != 0 || json.Unmarshal([]byte(out), &c) != nil {
 		t.Fatalf("checkpoint: %d %s %s", code, out, errs)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 )
 
 // SIGINT that lands once drop-lost has committed: the pin is given up, so
@@ -23,7 +23,7 @@ func TestSignalAfterDropLostCommitStillAudits(t *testing.T) {
 	if err := os.Remove(filepath.Join(db, "deletes.lance", "_versions", "18446744073709551610.manifest")); err != nil {
 		t.Fatal(err)
 	}
-	p := startPaused(t, protocol.FPDropLostAfterCommit, "checkpoint", "drop-lost", "nightly", "deletes.lance", db, "--reason", "v5 was lost")
+	p := startPaused(t, checkpoint.FPDropLostAfterCommit, "checkpoint", "drop-lost", "nightly", "deletes.lance", db, "--reason", "v5 was lost")
 	if err := p.interruptAndResume(t); err != nil {
 		t.Fatalf("drop-lost, committed, then SIGINT: %v\n%s", err, p.out.String())
 	}

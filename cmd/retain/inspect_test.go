@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
-const fixturesDir = "../../core/lance/testdata"
+const fixturesDir = "../../lance/testdata"
 
-// lanceFixture is one entry of core/lance/testdata/fixtures.json: what real
+// lanceFixture is one entry of lance/testdata/fixtures.json: what real
 // Lance reported while building the fixture.
 type lanceFixture struct {
 	Table    string `json:"table"`

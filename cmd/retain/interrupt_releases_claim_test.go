@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 )
 
 // SIGINT that lands after a checkpoint delete or create has committed, as
@@ -16,8 +16,8 @@ func TestSignalAfterCommitStillReleasesClaim(t *testing.T) {
 		name, fp string
 		args     []string
 	}{
-		{"delete", protocol.FPDeleteAfterCommit, []string{"checkpoint", "delete", "nightly"}},
-		{"create", protocol.FPCreateAfterSidecarGone, []string{"checkpoint", "create", "weekly"}},
+		{"delete", checkpoint.FPDeleteAfterCommit, []string{"checkpoint", "delete", "nightly"}},
+		{"create", checkpoint.FPCreateAfterSidecarGone, []string{"checkpoint", "create", "weekly"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			db := fixtureDB(t, "deletes")

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -25,9 +25,9 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 		Short: "Read-only: does every registry version read, and does the registry account for every pin?",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*protocol.VerifyReport, error) {
-				return protocol.Verify(cmd.Context(), s)
-			}, func(rep *protocol.VerifyReport) error {
+			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*checkpoint.VerifyReport, error) {
+				return checkpoint.Verify(cmd.Context(), s)
+			}, func(rep *checkpoint.VerifyReport) error {
 				state := "ok"
 				if !rep.OK() {
 					state = "damaged"
@@ -53,7 +53,7 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 }
 
 func (a *app) registryRecoverCmd() *cobra.Command {
-	var ro protocol.RecoverOptions
+	var ro checkpoint.RecoverOptions
 	c := &cobra.Command{
 		Use:   "recover STORE",
 		Short: "Under the claim, put back live every checkpoint the registry lost, from its surviving pins (audited)",
@@ -68,7 +68,7 @@ func (a *app) registryRecoverCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			rep, err := retention.RecoverRegistry(cmd.Context(), s, protocol.Options{Actor: actor}, ro)
+			rep, err := retention.RecoverRegistry(cmd.Context(), s, checkpoint.Options{Actor: actor}, ro)
 			if rep == nil {
 				return err
 			}

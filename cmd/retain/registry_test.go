@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/retention"
 )
 
 // TestRegistryLostCLI is issue 13's first report, end to end: a real
@@ -28,7 +28,7 @@ func TestRegistryLostCLI(t *testing.T) {
 		{"op": "create", "rows": 3}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1},
 	}}, nil)
 	out, errs, code := retain(t, "checkpoint", "create", "eod/1", db, "--json")
-	var c protocol.Created
+	var c checkpoint.Created
 	if code != 0 || json.Unmarshal([]byte(out), &c) != nil || len(c.Tables) != 1 || c.Tables[0].Version != 4 {
 		t.Fatalf("create: %d %s %s", code, out, errs)
 	}
@@ -57,7 +57,7 @@ func TestRegistryLostCLI(t *testing.T) {
 		t.Fatalf("dry run: %d %s %s", code, out, errs)
 	}
 	out, errs, code = retain(t, "registry", "recover", db, "--json")
-	var rep protocol.RecoverReport
+	var rep checkpoint.RecoverReport
 	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Checkpoints) != 1 || rep.Checkpoints[0].Name != "eod/1" || rep.Checkpoints[0].ID != c.ID {
 		t.Fatalf("recover: %d %s %s", code, out, errs)
 	}

@@ -9,23 +9,23 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/maintenance"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/daemon"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
 // statusJSON is the JSON of `retain status`.
 type statusJSON struct {
-	Store  string             `json:"store"`
-	Daemon *maintenance.State `json:"daemon"`
-	Claim  *claim.Payload     `json:"claim_holder"`
+	Store  string         `json:"store"`
+	Daemon *daemon.State  `json:"daemon"`
+	Claim  *claim.Payload `json:"claim_holder"`
 	// ClaimUnreadable is set when the claim object exists but cannot be
 	// read: the store is claimed by nothing that names an owner.
 	ClaimUnreadable *claim.Unreadable `json:"claim_unreadable,omitempty"`
 	OpenRuns        []string          `json:"unfinished_cleanup_runs"`
-	Pins            protocol.Health   `json:"pin_health"`
+	Pins            checkpoint.Health `json:"pin_health"`
 	// LanceCleanup: pinned tables whose own Lance cleanup (LanceDB's
 	// optimize(), a lance.auto_cleanup config) trips over the pins.
 	LanceCleanup []retention.LanceCleanupHazard `json:"lance_cleanup"`
@@ -52,7 +52,7 @@ func (a *app) statusCmd() *cobra.Command {
 func readStatus(ctx context.Context, s *core.Store, store string) (*statusJSON, error) {
 	st := statusJSON{Store: store, ReportedAt: time.Now().UTC(), OpenRuns: []string{}}
 	var err error
-	if st.Daemon, err = maintenance.ReadState(ctx, s); err != nil {
+	if st.Daemon, err = daemon.ReadState(ctx, s); err != nil {
 		return nil, err
 	}
 	p, _, err := claim.Read(ctx, s)
@@ -71,11 +71,11 @@ func readStatus(ctx context.Context, s *core.Store, store string) (*statusJSON, 
 	} else if runs != nil {
 		st.OpenRuns = runs
 	}
-	_, infos, err := protocol.List(ctx, s)
+	_, infos, err := checkpoint.List(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	st.Pins = protocol.Summarize(infos)
+	st.Pins = checkpoint.Summarize(infos)
 	st.LanceCleanup = retention.LanceCleanupHazards(ctx, s, infos)
 	return &st, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
 )
 
@@ -66,13 +66,13 @@ func wantHealthyAndCleanable(t *testing.T, what, store string, storage map[strin
 	t.Helper()
 	out, errs, code := retain(t, "checkpoint", "list", store, "--json")
 	var l struct {
-		Checkpoints []protocol.Info `json:"checkpoints"`
+		Checkpoints []checkpoint.Info `json:"checkpoints"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Checkpoints) != 1 || l.Checkpoints[0].Health != "ok" {
 		t.Fatalf("%s: checkpoint list: %d %s %s", what, code, out, errs)
 	}
 	out, errs, code = retain(t, "checkpoint", "show", "nightly", store, "--deep", "--json")
-	var in protocol.Info
+	var in checkpoint.Info
 	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || in.Deep == nil ||
 		len(in.Deep.Missing) != 0 || len(in.Deep.Errors) != 0 {
 		t.Fatalf("%s: show --deep: %d %s %s", what, code, out, errs)
@@ -83,7 +83,7 @@ func wantHealthyAndCleanable(t *testing.T, what, store string, storage map[strin
 	}
 	out, errs, code = retain(t, "status", store, "--json")
 	var st struct {
-		Pins protocol.Health `json:"pin_health"`
+		Pins checkpoint.Health `json:"pin_health"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Pins.Pins != 3 || st.Pins.OK != 3 {
 		t.Fatalf("%s: status: %d %s %s", what, code, out, errs)
@@ -192,7 +192,7 @@ func TestOlderStoreFormat1PinsStayValid(t *testing.T) {
 		t.Fatalf("create beside format-1 pins: %d %s", code, errs)
 	}
 	out, errs, code := retain(t, "checkpoint", "show", "next", db, "--deep", "--json")
-	var in protocol.Info
+	var in checkpoint.Info
 	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || strings.Count(out, "lance-physref/2 ") != 2 {
 		t.Fatalf("new checkpoint: %d %s %s", code, out, errs)
 	}
@@ -236,7 +236,7 @@ func TestRecreatedTableRefusedUntilDropLost(t *testing.T) {
 		t.Fatalf("the drop-lost command reconcile names, pasted: %s: exit %d", cmd, code)
 	}
 	out, errs, code = retain(t, "checkpoint", "show", "nightly", db, "--json")
-	var in protocol.Info
+	var in checkpoint.Info
 	if code != 0 || json.Unmarshal([]byte(out), &in) != nil || in.Health != "ok" || len(in.Pins) != 2 ||
 		len(in.Lost) != 1 || in.Lost[0].Path != "a.lance" || in.Lost[0].Reason != "the ingest job recreated a" {
 		t.Fatalf("show after drop-lost: %d %s %s", code, out, errs)

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -58,7 +58,7 @@ func localStoreMisuse(uri, root string) error {
 	for p := filepath.Clean(root); ; {
 		why := datasetMarker(p)
 		if why == "" && p == root && isTableName(filepath.Base(p)) && !holdsLocalTables(p) {
-			why = "its name ends in " + protocol.TableSuffix
+			why = "its name ends in " + checkpoint.TableSuffix
 		}
 		if why != "" {
 			return tableNotStore(uri, p, filepath.Base(p), filepath.Dir(p), why, p != root)
@@ -72,7 +72,7 @@ func localStoreMisuse(uri, root string) error {
 }
 
 func isTableName(name string) bool {
-	return strings.HasSuffix(name, protocol.TableSuffix) && name != protocol.TableSuffix
+	return strings.HasSuffix(name, checkpoint.TableSuffix) && name != checkpoint.TableSuffix
 }
 
 func holdsLocalTables(dir string) bool {
@@ -104,7 +104,7 @@ func remoteNameMisuse(uri string, loc core.Location) error {
 		table, store := loc, loc
 		table.Prefix = strings.Join(segs[:i+1], "/")
 		store.Prefix = strings.Join(segs[:i], "/")
-		return tableNotStore(uri, table.String(), seg, store.String(), "its name ends in "+protocol.TableSuffix, i < len(segs)-1)
+		return tableNotStore(uri, table.String(), seg, store.String(), "its name ends in "+checkpoint.TableSuffix, i < len(segs)-1)
 	}
 	return nil
 }

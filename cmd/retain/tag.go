@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/tag"
 )
 
 const tagLong = `Lance tags of one table as memory checkpoints: a name for a version of main
@@ -70,7 +70,7 @@ func (a *app) tagCmd() *cobra.Command {
 // commands that only look. A local table is opened through its parent
 // folder (the database), the store root every other command uses, so the
 // localfs gates and lock stripes are the same.
-func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags) (*refs.Tags, func(), error) {
+func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags) (*tag.Tags, func(), error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
 		return nil, nil, err
@@ -105,7 +105,7 @@ func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags)
 			return nil, nil, err
 		}
 	}
-	t := refs.NewTags(ds, refs.TagOptions{Scope: claim.ScopeFor(sloc), Gates: f.gates})
+	t := tag.New(ds, tag.Options{Scope: claim.ScopeFor(sloc), Gates: f.gates})
 	return t, func() { s.Close() }, nil
 }
 
@@ -128,17 +128,17 @@ the conditional write used.`,
 			if cmd.Flags().Changed("version") && version == 0 {
 				return usageError{errors.New("--version: Lance versions start at 1")}
 			}
-			m, err := refs.ParseMeta(meta)
+			m, err := tag.ParseMeta(meta)
 			if err != nil {
 				return err
 			}
-			tag, uri := a.tagArgs(cmd, args)
+			name, uri := a.tagArgs(cmd, args)
 			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.Create(cmd.Context(), tag, refs.CreateTagOptions{Branch: branch, Version: version, Metadata: m})
+			res, err := t.Create(cmd.Context(), name, tag.CreateOptions{Branch: branch, Version: version, Metadata: m})
 			if err != nil {
 				return err
 			}
@@ -168,17 +168,17 @@ and createdAt are kept; updatedAt is refreshed.
 --json prints {op, cas, tag}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := refs.ParseMeta(meta)
+			m, err := tag.ParseMeta(meta)
 			if err != nil {
 				return err
 			}
-			tag, uri := a.tagArgs(cmd, args)
+			name, uri := a.tagArgs(cmd, args)
 			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.UpdateMeta(cmd.Context(), tag, refs.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
+			res, err := t.UpdateMeta(cmd.Context(), name, tag.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
 			if err != nil {
 				return err
 			}
@@ -204,13 +204,13 @@ pins (ogcp_) are refused: delete the checkpoint instead.
 --json prints {op, cas, tag}: tag is the state deleted.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tag, uri := a.tagArgs(cmd, args)
+			name, uri := a.tagArgs(cmd, args)
 			t, done, err := a.openTags(cmd.Context(), uri, true, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			res, err := t.Delete(cmd.Context(), tag, ifToken)
+			res, err := t.Delete(cmd.Context(), name, ifToken)
 			if err != nil {
 				return err
 			}
@@ -232,13 +232,13 @@ the version still exists (a dangling tag is exit 1). Read-only.
 manifest_size, recorded_manifest_size, size_matches, token}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tag, uri := a.tagArgs(cmd, args)
+			name, uri := a.tagArgs(cmd, args)
 			t, done, err := a.openTags(cmd.Context(), uri, false, f)
 			if err != nil {
 				return err
 			}
 			defer done()
-			r, err := t.Resolve(cmd.Context(), tag)
+			r, err := t.Resolve(cmd.Context(), name)
 			if err != nil {
 				return err
 			}
@@ -254,7 +254,7 @@ manifest_size, recorded_manifest_size, size_matches, token}.`,
 	}
 }
 
-func (a *app) printTagResult(res refs.TagResult) error {
+func (a *app) printTagResult(res tag.Result) error {
 	if a.jsonOut {
 		return a.printJSON(res)
 	}
@@ -281,5 +281,5 @@ func fmtMeta(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	return refs.Filter(m).String()
+	return tag.Filter(m).String()
 }

@@ -9,15 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/refs"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/tag"
 )
 
 // tagListJSON is `retain tag list --json`.
 type tagListJSON struct {
-	Table  string        `json:"table"`
-	Filter refs.Filter   `json:"filter"`
-	Tags   []refs.TagRef `json:"tags"`
+	Table  string     `json:"table"`
+	Filter tag.Filter `json:"filter"`
+	Tags   []tag.Ref  `json:"tags"`
 	// Hidden counts checkpoint pin tags left out (without --all).
 	Hidden   int                  `json:"hidden_pins"`
 	Problems []lance.InspectIssue `json:"problems"`
@@ -41,7 +41,7 @@ the good tags are still shown.
 in "retain tag show --json".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fl, err := refs.ParseFilter(filter)
+			fl, err := tag.ParseFilter(filter)
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ in "retain tag show --json".`,
 			if lerr != nil && !errors.As(lerr, &mal) {
 				return lerr
 			}
-			out := tagListJSON{Table: args[0], Filter: fl, Tags: []refs.TagRef{}, Problems: []lance.InspectIssue{}}
+			out := tagListJSON{Table: args[0], Filter: fl, Tags: []tag.Ref{}, Problems: []lance.InspectIssue{}}
 			for _, tg := range tags {
 				if tg.Reserved && !all {
 					out.Hidden++
@@ -141,7 +141,7 @@ func (a *app) printTagList(out tagListJSON) {
 	}
 }
 
-func (a *app) printTagShow(tg refs.TagRef) {
+func (a *app) printTagShow(tg tag.Ref) {
 	tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "tag:\t%s\n", tg.Name)
 	fmt.Fprintf(tw, "branch:\t%s\n", tg.Branch)

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/core/refs"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/tag"
 )
 
 // tagCLI runs retain and fails unless it exits with want; it returns stdout
@@ -61,14 +61,14 @@ func TestTagCLI(t *testing.T) {
 
 	// create: head of main, a version, the head of a branch.
 	out, _ = tagCLI(t, 0, "tag", "create", "mem-1", table, "--meta", "session=s1", "--meta", "agent=a=1", "--json")
-	c := tagJSON[refs.TagResult](t, out)
+	c := tagJSON[tag.Result](t, out)
 	if c.Op != "create" || c.Tag.Branch != "main" || c.Tag.Version != 3 || c.Tag.Metadata["agent"] != "a=1" || c.Tag.CreatedAt == nil ||
 		!strings.Contains(c.CAS, "create-if-absent") || c.Tag.Token == "" {
 		t.Fatalf("create: %+v", c)
 	}
 	tagCLI(t, 0, "tag", "create", "mem-2", uri, "--version", "1", "--meta", "session=s2")
 	out, _ = tagCLI(t, 0, "tag", "create", "mem-exp", table, "--branch", "exp", "--meta", "session=s1", "--json")
-	if e := tagJSON[refs.TagResult](t, out); e.Tag.Branch != "exp" || e.Tag.Version != 4 {
+	if e := tagJSON[tag.Result](t, out); e.Tag.Branch != "exp" || e.Tag.Version != 4 {
 		t.Fatalf("create on a branch: %+v", e)
 	}
 	tagCLI(t, 0, "tag", "create", "mem-x2", table, "--branch", "team/x", "--version", "4")
@@ -112,16 +112,16 @@ func TestTagCLI(t *testing.T) {
 	tagCLI(t, 0, "checkpoint", "create", "cp1", db)
 	out, _ = tagCLI(t, 0, "tag", "list", table, "--filter", "session=s1", "--json")
 	l := tagJSON[struct {
-		Tags   []refs.TagRef `json:"tags"`
-		Hidden int           `json:"hidden_pins"`
+		Tags   []tag.Ref `json:"tags"`
+		Hidden int       `json:"hidden_pins"`
 	}](t, out)
 	if len(l.Tags) != 2 || l.Tags[0].Name != "mem-1" || l.Tags[1].Name != "mem-exp" || l.Hidden != 0 {
 		t.Fatalf("list --filter session=s1: %s", out)
 	}
 	out, _ = tagCLI(t, 0, "tag", "list", table, "--json")
 	l = tagJSON[struct {
-		Tags   []refs.TagRef `json:"tags"`
-		Hidden int           `json:"hidden_pins"`
+		Tags   []tag.Ref `json:"tags"`
+		Hidden int       `json:"hidden_pins"`
 	}](t, out)
 	if len(l.Tags) != 6 || l.Hidden != 1 {
 		t.Fatalf("list: %s", out)
@@ -132,10 +132,10 @@ func TestTagCLI(t *testing.T) {
 	}
 
 	// update: set, unset; a stale token is refused and writes nothing.
-	old := tagJSON[refs.TagRef](t, before)
+	old := tagJSON[tag.Ref](t, before)
 	time.Sleep(5 * time.Millisecond)
 	out, _ = tagCLI(t, 0, "tag", "update", "mem-1", table, "--meta", "purpose=debug", "--unset", "agent", "--if-token", old.Token, "--json")
-	u := tagJSON[refs.TagResult](t, out)
+	u := tagJSON[tag.Result](t, out)
 	if len(u.Tag.Metadata) != 2 || u.Tag.Metadata["purpose"] != "debug" || !u.Tag.CreatedAt.Equal(*old.CreatedAt) ||
 		!u.Tag.UpdatedAt.After(*old.UpdatedAt) || u.Tag.Version != 3 {
 		t.Fatalf("update: %+v (was %+v)", u.Tag, old)
@@ -163,7 +163,7 @@ func TestTagCLI(t *testing.T) {
 		t.Fatalf("resolve: %q", out)
 	}
 	out, _ = tagCLI(t, 0, "tag", "resolve", "mem-2", uri, "--json")
-	if r := tagJSON[refs.TagResolution](t, out); r.Branch != "main" || r.Version != 1 || !r.SizeMatches || !strings.HasPrefix(r.ManifestKey, "_versions/") {
+	if r := tagJSON[tag.Resolution](t, out); r.Branch != "main" || r.Version != 1 || !r.SizeMatches || !strings.HasPrefix(r.ManifestKey, "_versions/") {
 		t.Fatalf("resolve --json: %+v", r)
 	}
 
@@ -235,7 +235,7 @@ func TestTagCLIS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	src := filepath.Join("..", "..", "core", "lance", "testdata", "branch-tag.lance")
+	src := filepath.Join("..", "..", "lance", "testdata", "branch-tag.lance")
 	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
 		if err != nil || de.IsDir() {
 			return err
@@ -252,11 +252,11 @@ func TestTagCLIS3(t *testing.T) {
 	}
 	table := "s3://retain-tags/db/branch-tag.lance"
 	out, _ := tagCLI(t, 0, "tag", "create", "mem", table, "--branch", "exp", "--meta", "session=s1", "--json")
-	if c := tagJSON[refs.TagResult](t, out); c.Tag.Version != 4 || c.Tag.Key != "_refs/tags/mem.json" {
+	if c := tagJSON[tag.Result](t, out); c.Tag.Version != 4 || c.Tag.Key != "_refs/tags/mem.json" {
 		t.Fatalf("create: %+v", c)
 	}
 	out, _ = tagCLI(t, 0, "tag", "update", "mem", table, "--meta", "purpose=x", "--json")
-	u := tagJSON[refs.TagResult](t, out)
+	u := tagJSON[tag.Result](t, out)
 	if u.Tag.Metadata["purpose"] != "x" || !strings.Contains(u.CAS, "replace-if-version native") {
 		t.Fatalf("update: %+v", u)
 	}
@@ -265,7 +265,7 @@ func TestTagCLIS3(t *testing.T) {
 		t.Fatalf("list --filter:\n%s", out)
 	}
 	out, _ = tagCLI(t, 0, "tag", "delete", "mem", table, "--if-token", u.Tag.Token, "--json")
-	if del := tagJSON[refs.TagResult](t, out); !strings.Contains(del.CAS, "mark, then delete") {
+	if del := tagJSON[tag.Result](t, out); !strings.Contains(del.CAS, "mark, then delete") {
 		t.Fatalf("delete: %+v", del)
 	}
 	tagCLI(t, 1, "tag", "show", "mem", table)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/memstore"
 )
@@ -146,7 +146,7 @@ func LoadFixture(ctx context.Context) (*Fixture, error) {
 		return nil, fmt.Errorf("quickstart fixture: %s names no tables or pins version %d, not %d", fixtureInfo, f.Info.Pinned, PinnedVersion)
 	}
 
-	// The fixture in an in-memory store, read by core/lance.
+	// The fixture in an in-memory store, read by lance.
 	mem, err := core.NewStore(ctx, "memory", memstore.New())
 	if err != nil {
 		return nil, err

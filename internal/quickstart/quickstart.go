@@ -19,10 +19,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/retain-dev/retain/core/checkpoint"
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
-	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -133,16 +133,16 @@ type Report struct {
 type Steps struct {
 	// Replay: LanceDB's commits of versions 1..PinnedVersion.
 	Replay *Replay `json:"replay"`
-	// Checkpoint is protocol.Create's result (`retain checkpoint create`).
-	Checkpoint *protocol.Created `json:"checkpoint"`
+	// Checkpoint is checkpoint.Create's result (`retain checkpoint create`).
+	Checkpoint *checkpoint.Created `json:"checkpoint"`
 	// Writer: the commits after the checkpoint.
 	Writer *Replay `json:"writer"`
 	// Preview is retention.Preview's plan (`retain cleanup preview`).
 	Preview *retention.StorePlan `json:"preview"`
 	// Cleanup is retention.Run's report (`retain cleanup run`).
 	Cleanup *retention.RunReport `json:"cleanup"`
-	// Show is protocol.Show with deep (`retain checkpoint show --deep`).
-	Show *protocol.Info `json:"show"`
+	// Show is checkpoint.Show with deep (`retain checkpoint show --deep`).
+	Show *checkpoint.Info `json:"show"`
 	// Verify is quickstart's own check of the directory afterwards.
 	Verify *Verify `json:"verify"`
 }
@@ -283,7 +283,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// 2. The checkpoint, exactly as `retain checkpoint create` takes it.
 	r.printf("\n2. retain checkpoint create %s (pin every table's head)\n", CheckpointName)
-	c, err := protocol.Options{Actor: r.o.Actor}.Create(ctx, s, CheckpointName, checkpoint.MainBranch)
+	c, err := checkpoint.Options{Actor: r.o.Actor}.Create(ctx, s, CheckpointName, registry.MainBranch)
 	if err != nil {
 		return r.fail(StepCheckpoint, err)
 	}
@@ -294,7 +294,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	r.printf("   created checkpoint %q (id %s) at registry version %d\n", c.Name, c.ID, c.RegistryVersion)
 	for _, t := range c.Tables {
-		if t.Version != PinnedVersion || t.Branch != checkpoint.MainBranch {
+		if t.Version != PinnedVersion || t.Branch != registry.MainBranch {
 			return r.failf(StepCheckpoint, "the checkpoint pins %s %s v%d, want main v%d", t.Path, t.Branch, t.Version, PinnedVersion)
 		}
 		r.printf("   %-14s main v%d pinned by tag %s\n", t.Path, t.Version, shortTag(t.Tag))
@@ -345,7 +345,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// 6. The checkpoint afterwards, as `retain checkpoint show --deep`.
 	r.printf("\n6. retain checkpoint show %s --deep (every pin and every file the pinned versions reference)\n", CheckpointName)
-	in, err := protocol.Show(ctx, r.o.ReadOnly, CheckpointName, true)
+	in, err := checkpoint.Show(ctx, r.o.ReadOnly, CheckpointName, true)
 	if err != nil {
 		return r.fail(StepShow, err)
 	}
@@ -466,7 +466,7 @@ func versions(ctx context.Context, s *core.Store, table string) ([]uint64, error
 
 // checkPreview: per table, exactly the pinned version and the head are
 // kept, the pinned one because of the checkpoint; the rest are removed.
-func (r *runner) checkPreview(plan *retention.StorePlan, c *protocol.Created) error {
+func (r *runner) checkPreview(plan *retention.StorePlan, c *checkpoint.Created) error {
 	if len(plan.Tables) != len(r.f.Info.Tables) {
 		return fmt.Errorf("the plan covers %d tables, the store has %d", len(plan.Tables), len(r.f.Info.Tables))
 	}
@@ -485,7 +485,7 @@ func (r *runner) checkPreview(plan *retention.StorePlan, c *protocol.Created) er
 		}
 		for _, v := range tp.Versions {
 			want := v.Version == PinnedVersion || v.Version == head
-			if v.Branch != checkpoint.MainBranch || v.Keep != want {
+			if v.Branch != registry.MainBranch || v.Keep != want {
 				return fmt.Errorf("%s %s v%d: keep=%v (%s), want keep=%v", tp.Table, v.Branch, v.Version, v.Keep, strings.Join(v.Reasons, "; "), want)
 			}
 			if v.Version == PinnedVersion && !slices.Contains(v.Reasons, byReason) {
@@ -546,7 +546,7 @@ func firstTableError(run *retention.RunReport) string {
 	return "no detail"
 }
 
-func checkShow(in *protocol.Info, tables int) error {
+func checkShow(in *checkpoint.Info, tables int) error {
 	if in.Health != "ok" {
 		return fmt.Errorf("checkpoint %s is %s: %s", CheckpointName, in.Health, pinProblems(in))
 	}
@@ -575,10 +575,10 @@ func checkShow(in *protocol.Info, tables int) error {
 	return nil
 }
 
-func pinProblems(in *protocol.Info) string {
+func pinProblems(in *checkpoint.Info) string {
 	var out []string
 	for _, p := range in.Pins {
-		if p.Status != protocol.PinOK {
+		if p.Status != checkpoint.PinOK {
 			out = append(out, fmt.Sprintf("%s pin of %s is %s %s", p.Kind, p.Path, p.Status, p.Detail))
 		}
 	}
@@ -675,7 +675,7 @@ func shortTag(tag string) string {
 func shortTags(s string) string {
 	fields := strings.Fields(s)
 	for i, f := range fields {
-		if checkpoint.IsReservedTag(f) {
+		if registry.IsReservedTag(f) {
 			fields[i] = shortTag(f)
 		}
 	}

@@ -37,7 +37,7 @@
 //
 // Regenerate the protocol code with
 //
-//	go generate ./pluginproto/
+//	go generate ./sdk/pluginproto/
 //
 // which runs gen.sh (protoc, plus protoc-gen-go and protoc-gen-go-grpc
 // installed into .tools/bin at pinned versions).

@@ -1,9 +1,10 @@
 #!/bin/sh
-# Regenerates pluginproto/internal/pb from proto/retain/storage/v1/storage.proto.
-# Run it through `go generate ./pluginproto/` from the module root.
+# Regenerates sdk/pluginproto/internal/pb from proto/retain/storage/v1/storage.proto.
+# Run it through `go generate ./pluginproto/` from the sdk module (or
+# `go generate ./sdk/pluginproto/` from the repository root).
 #
 # Needs protoc on PATH (Debian: apt-get install protobuf-compiler). The two
-# Go code generators are installed, pinned, into the module's .tools/bin
+# Go code generators are installed, pinned, into the sdk module's .tools/bin
 # (git-ignored) when missing or at another version.
 set -eu
 
@@ -29,6 +30,6 @@ have protoc-gen-go-grpc "${PROTOC_GEN_GO_GRPC_VERSION#v}" ||
 
 cd "$here/proto"
 PATH="$bin:$PATH" protoc \
-	--go_out="$root" --go_opt=module=github.com/retain-dev/retain \
-	--go-grpc_out="$root" --go-grpc_opt=module=github.com/retain-dev/retain \
+	--go_out="$root" --go_opt=module=github.com/retain-dev/retain/sdk \
+	--go-grpc_out="$root" --go-grpc_opt=module=github.com/retain-dev/retain/sdk \
 	retain/storage/v1/storage.proto

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/core/checkpoint/protocol"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -37,7 +37,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer s.Close()
-	_, infos, err := protocol.List(ctx, s)
+	_, infos, err := checkpoint.List(ctx, s)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "embedapp:", err)
 		os.Exit(1)

@@ -1682,7 +1682,7 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"DeleteMany\x12$.retain.storage.v1.DeleteManyRequest\x1a%.retain.storage.v1.DeleteManyResponse\x12G\n" +
 	"\x04List\x12\x1e.retain.storage.v1.ListRequest\x1a\x1f.retain.storage.v1.ListResponse\x12\\\n" +
 	"\vAcquireGate\x12%.retain.storage.v1.AcquireGateRequest\x1a&.retain.storage.v1.AcquireGateResponse\x12\\\n" +
-	"\vReleaseGate\x12%.retain.storage.v1.ReleaseGateRequest\x1a&.retain.storage.v1.ReleaseGateResponseB6Z4github.com/retain-dev/retain/pluginproto/internal/pbb\x06proto3"
+	"\vReleaseGate\x12%.retain.storage.v1.ReleaseGateRequest\x1a&.retain.storage.v1.ReleaseGateResponseB:Z8github.com/retain-dev/retain/sdk/pluginproto/internal/pbb\x06proto3"
 
 var (
 	file_retain_storage_v1_storage_proto_rawDescOnce sync.Once

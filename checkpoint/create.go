@@ -1,0 +1,558 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retain-dev/retain/branch/lifecycle"
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Failpoints of the create protocol, in order. Each is hit right after the
+// step it names (see internal/failpoint).
+const (
+	FPCreateAfterCapture     = "create/after-capture"
+	FPCreateAfterClaim       = "create/after-claim"
+	FPCreateAfterRevalidate  = "create/after-revalidate"
+	FPCreateAfterSidecar     = "create/after-sidecar"
+	FPCreateMidTags          = "create/mid-tags" // after the first tag
+	FPCreateAfterTags        = "create/after-tags"
+	FPCreateAfterVerify      = "create/after-verify"
+	FPCreateAfterCommit      = "create/after-commit"
+	FPCreateAfterSidecarGone = "create/after-sidecar-delete"
+	FPCreateAfterRelease     = "create/after-release"
+)
+
+// CreateFailpoints lists the create failpoints in protocol order.
+var CreateFailpoints = []string{FPCreateAfterCapture, FPCreateAfterClaim, FPCreateAfterRevalidate,
+	FPCreateAfterSidecar, FPCreateMidTags, FPCreateAfterTags, FPCreateAfterVerify, FPCreateAfterCommit,
+	FPCreateAfterSidecarGone, FPCreateAfterRelease}
+
+// Options configure the protocols. The zero value is what the CLI uses.
+type Options struct {
+	// Actor recorded in headers and tombstones; default the claim's
+	// ($USER@host).
+	Actor string
+	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
+	Scope core.Scope
+	// Gates are adapter gates to hold with the claim, taken in canonical
+	// order by core.Store.WithGates. None by default.
+	Gates []string
+	// Retries bounds how often create restarts after revalidation found a
+	// change, or lost the registry CAS; default 3.
+	Retries int
+}
+
+func (o Options) scope(s *core.Store) core.Scope {
+	if o.Scope != core.ScopeNone {
+		return o.Scope
+	}
+	return claim.ScopeFor(s.Location())
+}
+
+func (o Options) retries() int {
+	if o.Retries > 0 {
+		return o.Retries
+	}
+	return 3
+}
+
+// CapturedTable is one table as a checkpoint pins it.
+type CapturedTable struct {
+	Path        string      `json:"path"`
+	TableID     registry.ID `json:"table_id"`
+	Incarnation uint64      `json:"incarnation"`
+	// NewTable: first seen by this checkpoint; NewIncarnation: the table
+	// was recreated at its path since the catalog last saw it.
+	NewTable       bool          `json:"new_table,omitempty"`
+	NewIncarnation bool          `json:"new_incarnation,omitempty"`
+	Branch         string        `json:"branch"`
+	Version        uint64        `json:"version"`
+	PhysicalRef    string        `json:"physical_ref"`
+	Tag            string        `json:"tag"`
+	ref            lance.PhysRef // parsed PhysicalRef
+}
+
+// Created is what Create returns: the exact versions captured.
+type Created struct {
+	ID              registry.ID      `json:"id"`
+	Name            string           `json:"name"`
+	Generation      uint64           `json:"generation"`
+	SourceBranch    string           `json:"source_branch"`
+	RegistryVersion registry.Version `json:"registry_version"`
+	RegistryPinTag  string           `json:"registry_pin_tag"`
+	CreatedAt       time.Time        `json:"created_at"`
+	Actor           string           `json:"actor"`
+	OperationID     string           `json:"operation_id"`
+	Attempts        int              `json:"attempts"`
+	Tables          []CapturedTable  `json:"tables"`
+	// Warnings: things that went wrong after the commit (the checkpoint
+	// exists): a sidecar or claim left behind, which reconcile clears.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// source is one immutable capture of the source.
+type source struct {
+	head   registry.Version
+	snap   *registry.Snapshot
+	resv   registry.Reservation
+	hasRes bool
+	tables []CapturedTable
+}
+
+// testHookBeforeTags runs (in tests) after revalidation, before the
+// sidecar and the tags: the ABA window.
+var testHookBeforeTags func()
+
+// Create takes checkpoint name of every table of the store on branch
+// ("" means main) with the zero Options.
+func Create(ctx context.Context, s *core.Store, name, branch string) (*Created, error) {
+	return Options{}.Create(ctx, s, name, branch)
+}
+
+// Create runs the create protocol (docs/checkpoints.md, "Create"):
+// capture, claim (+ gates), revalidate, sidecar, tags, verify, one
+// registry commit, sidecar delete, release.
+func (o Options) Create(ctx context.Context, s *core.Store, name, branch string) (*Created, error) {
+	if err := registry.ValidateName(name); err != nil {
+		return nil, err
+	}
+	if branch == "" {
+		branch = registry.MainBranch
+	}
+	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
+	var last error
+	for attempt := 1; attempt <= o.retries(); attempt++ {
+		src, err := capture(ctx, s, reg, name, branch, nil)
+		if err != nil {
+			return nil, err
+		}
+		failpoint.Hit(FPCreateAfterCapture)
+		res, retry, err := o.createClaimed(ctx, s, reg, src, name, branch)
+		if !retry {
+			if res != nil {
+				res.Attempts = attempt
+			}
+			return res, err
+		}
+		last = err
+	}
+	return nil, refusal("create", name, ErrSourceChanged,
+		fmt.Sprintf("the source kept changing over %d attempts; nothing was published", o.retries()), last)
+}
+
+// capture reads the registry head and every table's head on branch. ids
+// (from an earlier capture, by path) keeps the fresh ids of new tables.
+func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, branch string, prev *source) (*source, error) {
+	head, snap, err := reg.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	src := &source{head: head, snap: snap}
+	src.resv, src.hasRes = snap.Reservation(name)
+	if src.hasRes && src.resv.State == registry.Live {
+		return nil, refusal("create", name, registry.ErrNameTaken,
+			fmt.Sprintf("checkpoint %s holds the name (generation %d): delete it first or choose another name", src.resv.CheckpointID, src.resv.Generation), nil)
+	}
+	paths, err := DiscoverTables(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paths {
+		ct, ok, err := captureTable(ctx, s, snap, p, branch)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if ct.NewTable && prev != nil {
+			for _, pt := range prev.tables {
+				if pt.Path == p && pt.NewTable {
+					ct.TableID = pt.TableID
+				}
+			}
+		}
+		src.tables = append(src.tables, ct)
+	}
+	if len(src.tables) == 0 {
+		return nil, errorf("create", name, ErrNoTables, "no <table>.lance/ folder with a manifest at the top of the store")
+	}
+	return src, nil
+}
+
+func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, path, branch string) (CapturedTable, bool, error) {
+	ds, err := lance.Open(s, path)
+	if err != nil {
+		return CapturedTable{}, false, err
+	}
+	bds := ds
+	if branch != registry.MainBranch {
+		if bds, err = ds.Branch(branch); err != nil {
+			return CapturedTable{}, false, err
+		}
+	}
+	head, err := bds.Latest(ctx)
+	if errors.Is(err, lance.ErrNotDataset) {
+		if branch == registry.MainBranch {
+			return CapturedTable{}, false, nil // no manifest: not a table (yet)
+		}
+		if _, merr := ds.Latest(ctx); errors.Is(merr, lance.ErrNotDataset) {
+			return CapturedTable{}, false, nil
+		}
+		return CapturedTable{}, false, errorf("create", path, ErrMissingTarget, "table %s has no branch %q: every table of the store must have the branch", path, branch)
+	}
+	if err != nil {
+		return CapturedTable{}, false, err
+	}
+	if branch != registry.MainBranch {
+		// Only a listed branch is pinned: a branch whose file is gone is
+		// being deleted (ref first, then its folder) or is an orphan folder,
+		// and one marked deleting is on its way; a pin on either would hold
+		// files its parent's delete does not know about.
+		b, err := ds.ReadBranch(ctx, branch)
+		if errors.Is(err, lance.ErrBranchNotFound) {
+			return CapturedTable{}, false, errorf("create", path, ErrMissingTarget,
+				"table %s: branch %q has files under tree/ but no branch file: a branch delete is in progress (finish it with `retain branch delete`) or the folder is an orphan; it is not pinned", path, branch)
+		}
+		if err != nil {
+			return CapturedTable{}, false, err
+		}
+		if l, err := lifecycle.ParseBranchLifecycle(b.Metadata); err != nil || l.State == lifecycle.BranchDeleting {
+			why := "is being deleted (marked deleting)"
+			if err != nil {
+				why = "has lifecycle keys retain cannot read: " + err.Error()
+			}
+			return CapturedTable{}, false, errorf("create", path, ErrMissingTarget, "table %s: branch %q %s; it is not pinned", path, branch, why)
+		}
+	}
+	ref, err := bds.PhysRef(ctx, head)
+	if err != nil {
+		return CapturedTable{}, false, err
+	}
+	ct := CapturedTable{Path: path, Branch: branch, Version: head.N, PhysicalRef: ref.String(), ref: ref}
+	if t, ok := snap.TableByPath(path); ok {
+		changed, _, err := incarnationChanged(ctx, snap, t, ds)
+		if err != nil {
+			return CapturedTable{}, false, err
+		}
+		ct.TableID, ct.Incarnation, ct.NewIncarnation = t.ID, t.Incarnation, changed
+		if changed {
+			ct.Incarnation++
+		}
+	} else {
+		ct.TableID, ct.Incarnation, ct.NewTable = registry.NewID(), 1, true
+	}
+	return ct, true, nil
+}
+
+// sameSource reports what differs between two captures, "" if nothing.
+func sameSource(a, b *source) string {
+	if a.head != b.head {
+		return fmt.Sprintf("the registry moved from version %d to %d", a.head, b.head)
+	}
+	if a.hasRes != b.hasRes || a.resv != b.resv {
+		return "the name's reservation changed"
+	}
+	if len(a.tables) != len(b.tables) {
+		return fmt.Sprintf("the tables changed (%d, now %d)", len(a.tables), len(b.tables))
+	}
+	for i := range a.tables {
+		x, y := a.tables[i], b.tables[i]
+		switch {
+		case x.Path != y.Path:
+			return fmt.Sprintf("the tables changed (%s, now %s)", x.Path, y.Path)
+		case x.TableID != y.TableID || x.Incarnation != y.Incarnation || x.NewTable != y.NewTable || x.NewIncarnation != y.NewIncarnation:
+			return fmt.Sprintf("table %s: its catalog identity changed", x.Path)
+		case x.Version != y.Version:
+			return fmt.Sprintf("table %s: the head moved from version %d to %d", x.Path, x.Version, y.Version)
+		case !x.ref.Equal(y.ref):
+			return fmt.Sprintf("table %s: version %d is another object now (recreated?)", x.Path, x.Version)
+		}
+	}
+	return ""
+}
+
+// tagMatches: the tag points at exactly branch/version with the manifest
+// size the physical ref recorded.
+func tagMatches(t lance.Tag, branch string, version uint64, size int64) bool {
+	b := t.Branch
+	if b == "" {
+		b = registry.MainBranch
+	}
+	return b == branch && t.Version == version && int64(t.ManifestSize) == size
+}
+
+func describeTag(t lance.Tag) string {
+	b := t.Branch
+	if b == "" {
+		b = registry.MainBranch
+	}
+	return fmt.Sprintf("%s version %d (manifest %d bytes)", b, t.Version, t.ManifestSize)
+}
+
+// ensureTableTag creates a table pin tag idempotently, carrying its
+// record (rec: the checkpoint's header fields and this pin).
+func ensureTableTag(ctx context.Context, ds *lance.Dataset, tag string, p registry.Pin, size int64, rec registry.PinRecord) error {
+	_, err := ds.CreateTagOnBranch(ctx, tag, p.Branch, p.Version, rec.Metadata())
+	if errors.Is(err, lance.ErrTagExists) {
+		t, rerr := ds.ReadTag(ctx, tag)
+		if rerr != nil {
+			return rerr
+		}
+		if !tagMatches(t, p.Branch, p.Version, size) {
+			return errorf("create-tag", ds.Key(tag), ErrPinConflict, "tag %s exists and points at %s, not %s version %d: retain never moves a pin; inspect it", tag, describeTag(t), p.Branch, p.Version)
+		}
+		return nil
+	}
+	return err
+}
+
+// ensureRegistryTag creates a registry pin idempotently, carrying its
+// record (the checkpoint's header fields).
+func ensureRegistryTag(ctx context.Context, rds *lance.Dataset, tag string, ref registry.Ref, rec registry.PinRecord) error {
+	_, err := rds.PutTagFile(ctx, lance.Tag{Name: tag, Version: uint64(ref.Version), ManifestSize: uint64(ref.Size), Metadata: rec.Metadata()})
+	if errors.Is(err, lance.ErrTagExists) {
+		t, rerr := rds.ReadTag(ctx, tag)
+		if rerr != nil {
+			return rerr
+		}
+		if !tagMatches(t, registry.MainBranch, uint64(ref.Version), ref.Size) {
+			return errorf("create-tag", rds.Key(tag), ErrPinConflict, "registry pin %s points at %s, not registry version %d", tag, describeTag(t), ref.Version)
+		}
+		return nil
+	}
+	return err
+}
+
+func deleteTag(ctx context.Context, ds *lance.Dataset, tag string) error {
+	err := ds.DeleteTag(ctx, tag, "")
+	if errors.Is(err, lance.ErrTagNotFound) {
+		return nil
+	}
+	return err
+}
+
+func registryDataset(s *core.Store) *lance.Dataset {
+	d, _ := lance.Open(s, registry.RegistryPath)
+	return d
+}
+
+func acquire(ctx context.Context, s *core.Store, o Options, action, op string) (*claim.Handle, error) {
+	return claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: action, Actor: o.Actor, Scope: o.scope(s)})
+}
+
+// withGates runs fn holding o.Gates (if any).
+func (o Options) withGates(ctx context.Context, s *core.Store, fn func(context.Context) error) error {
+	if len(o.Gates) == 0 {
+		return fn(ctx)
+	}
+	return s.WithGates(ctx, o.scope(s), o.Gates, fn)
+}
+
+// createClaimed runs everything under the claim. retry: release happened
+// before any tag exists (or the tags were rolled back) and the caller may
+// restart.
+func (o Options) createClaimed(ctx context.Context, s *core.Store, reg *registry.Registry, src *source, name, branch string) (res *Created, retry bool, err error) {
+	id := registry.NewID()
+	op := "create-" + string(id)
+	h, err := acquire(ctx, s, o, "checkpoint-create", op)
+	if err != nil {
+		return nil, false, err
+	}
+	released := false
+	defer func() {
+		if !released {
+			if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil && res == nil {
+				err = rerr
+			}
+		}
+	}()
+	failpoint.Hit(FPCreateAfterClaim)
+	actor := o.Actor
+	if actor == "" {
+		actor = h.Payload().Actor
+	}
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
+		// Revalidate everything captured, before any tag exists.
+		now, cerr := capture(ctx, s, reg, name, branch, src)
+		if cerr != nil {
+			return cerr
+		}
+		if diff := sameSource(src, now); diff != "" {
+			retry = true
+			return errorf("create", name, ErrSourceChanged, "%s", diff)
+		}
+		failpoint.Hit(FPCreateAfterRevalidate)
+		if testHookBeforeTags != nil {
+			testHookBeforeTags()
+		}
+		res, retry, cerr = o.publish(ctx, s, reg, h, src, id, op, name, branch, actor)
+		return cerr
+	})
+	if err != nil {
+		return nil, retry, err
+	}
+	// Committed: a signal now must not leave the claim held.
+	if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil {
+		res.Warnings = append(res.Warnings, "releasing the claim failed: "+rerr.Error())
+	}
+	released = true
+	failpoint.Hit(FPCreateAfterRelease)
+	return res, false, nil
+}
+
+func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Registry, h *claim.Handle, src *source,
+	id registry.ID, op, name, branch, actor string) (*Created, bool, error) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	draft := src.snap.Next()
+	tables := append([]CapturedTable(nil), src.tables...)
+	pins := make([]registry.Pin, len(tables))
+	for i, ct := range tables {
+		switch {
+		case ct.NewTable:
+			if _, err := draft.AddTable(ct.TableID, ct.Path, now); err != nil {
+				return nil, false, err
+			}
+		case ct.NewIncarnation:
+			if _, err := draft.NewIncarnation(ct.TableID, now); err != nil {
+				return nil, false, err
+			}
+		}
+		pins[i] = registry.Pin{TableID: ct.TableID, Incarnation: ct.Incarnation,
+			Target: registry.Target{Path: ct.Path, Branch: branch, Version: ct.Version, PhysicalRef: ct.PhysicalRef}}
+		tag, err := registry.TablePinTag(id, pins[i])
+		if err != nil {
+			return nil, false, err
+		}
+		tables[i].Tag = tag
+	}
+	nc := registry.NewCheckpoint{ID: id, Name: name, SourceBranch: branch, CreatedAt: now, Actor: actor, Pins: pins}
+	var cp registry.Checkpoint
+	var err error
+	if src.hasRes {
+		cp, err = draft.Revive(src.resv.Generation, nc)
+	} else {
+		cp, err = draft.Reserve(nc)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	_, ref, err := draft.Encode()
+	if err != nil {
+		return nil, false, err
+	}
+	regTag, err := registry.RegistryPinTag(id, registry.RegistryTarget(ref))
+	if err != nil {
+		return nil, false, err
+	}
+	sc := &Sidecar{Format: SidecarFormat, OperationID: op, Action: "checkpoint-create", CheckpointID: id, Name: name,
+		SourceBranch: branch, ExpectedHead: src.head, RegistryRef: ref.String(), RegistryPinTag: regTag,
+		CreatedAt: now, Actor: actor}
+	for i, ct := range tables {
+		sc.Tables = append(sc.Tables, SidecarPin{Tag: ct.Tag, Pin: pins[i]})
+	}
+	if err := writeSidecar(ctx, s, sc); err != nil {
+		return nil, false, fmt.Errorf("writing the recovery sidecar: %w", err)
+	}
+	failpoint.Hit(FPCreateAfterSidecar)
+	rds := registryDataset(s)
+	// rollback deletes the sidecar only once every tag is gone: a tag left
+	// without its sidecar would be a pin nothing explains, which reconcile
+	// keeps and reports as lost authority rather than reclaim.
+	rollback := func() {
+		rctx := context.WithoutCancel(ctx)
+		var failed error
+		for _, ct := range tables {
+			ds, err := lance.Open(s, ct.Path)
+			if err == nil {
+				err = deleteTag(rctx, ds, ct.Tag)
+			}
+			failed = errors.Join(failed, err)
+		}
+		failed = errors.Join(failed, deleteTag(rctx, rds, regTag))
+		if failed == nil {
+			_ = s.Delete(rctx, SidecarKey(op), core.DeleteOptions{})
+		}
+	}
+	// Tags, idempotently: table pins, then the registry pin.
+	for i, ct := range tables {
+		ds, err := lance.Open(s, ct.Path)
+		if err != nil {
+			return nil, false, err
+		}
+		if err := ensureTableTag(ctx, ds, ct.Tag, pins[i], ct.ref.Size, registry.NewPinRecord(id, name, branch, now, actor, len(pins), &pins[i])); err != nil {
+			if errors.Is(err, core.ErrNotFound) {
+				rollback()
+				return nil, false, refusal("create", ct.Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", ct.Version), err)
+			}
+			return nil, false, err // leave the sidecar: reconcile rolls back
+		}
+		if i == 0 {
+			failpoint.Hit(FPCreateMidTags)
+		}
+	}
+	if err := ensureRegistryTag(ctx, rds, regTag, ref, registry.NewPinRecord(id, name, branch, now, actor, len(pins), nil)); err != nil {
+		return nil, false, err
+	}
+	failpoint.Hit(FPCreateAfterTags)
+	// Verify every tag, and that each tagged version is still the commit
+	// captured (a table recreated at its path between capture and tagging
+	// has the same version numbers and other commits: refuse).
+	for _, ct := range tables {
+		ds, err := lance.Open(s, ct.Path)
+		if err != nil {
+			return nil, false, err
+		}
+		t, err := ds.ReadTag(ctx, ct.Tag)
+		if err != nil {
+			return nil, false, fmt.Errorf("verifying tag %s of %s: %w", ct.Tag, ct.Path, err)
+		}
+		if !tagMatches(t, branch, ct.Version, ct.ref.Size) {
+			return nil, false, errorf("create", ct.Path, ErrPinConflict, "tag %s points at %s after it was written", ct.Tag, describeTag(t))
+		}
+		bds := ds
+		if branch != registry.MainBranch {
+			if bds, err = ds.Branch(branch); err != nil {
+				return nil, false, err
+			}
+		}
+		if err := bds.CheckPhysRef(ctx, ct.ref); err != nil {
+			rollback()
+			msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
+			return nil, false, refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)
+		}
+	}
+	t, err := rds.ReadTag(ctx, regTag)
+	if err != nil || !tagMatches(t, registry.MainBranch, uint64(ref.Version), ref.Size) {
+		return nil, false, fmt.Errorf("verifying the registry pin %s: %v", regTag, err)
+	}
+	failpoint.Hit(FPCreateAfterVerify)
+	if err := h.Verify(ctx); err != nil {
+		return nil, false, err // tags and sidecar stay: reconcile rolls back
+	}
+	if _, err := reg.Commit(ctx, src.head, draft); err != nil {
+		if errors.Is(err, registry.ErrConflict) {
+			rollback()
+			return nil, true, err
+		}
+		if verr := reg.VerifyRef(ctx, ref); verr != nil {
+			return nil, false, err // outcome unknown: the sidecar stays for reconcile
+		}
+		_ = reg.RecordCommit(ctx, ref) // it landed; Commit gave up before its record
+	}
+	failpoint.Hit(FPCreateAfterCommit)
+	res := &Created{ID: id, Name: name, Generation: cp.Generation, SourceBranch: branch, RegistryVersion: ref.Version,
+		RegistryPinTag: regTag, CreatedAt: now, Actor: actor, OperationID: op, Tables: tables}
+	if err := s.Delete(ctx, SidecarKey(op), core.DeleteOptions{}); err != nil {
+		res.Warnings = append(res.Warnings, "deleting the sidecar failed (reconcile finishes it): "+err.Error())
+	}
+	failpoint.Hit(FPCreateAfterSidecarGone)
+	return res, false, nil
+}

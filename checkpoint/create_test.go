@@ -1,0 +1,113 @@
+package checkpoint
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+func TestDiscoverTables(t *testing.T) {
+	s, _, _ := localStore(t, "v2-appends", "branch-tag", "v1-naming")
+	if _, err := s.PutBytes(bg, "notes.txt", []byte("x"), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBytes(bg, "other/x.lance/y", []byte("x"), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DiscoverTables(bg, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"branch-tag.lance", "v1-naming.lance", "v2-appends.lance"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v", got)
+		}
+	}
+}
+
+func checkCreated(t *testing.T, s *core.Store, c *Created, want map[string]uint64) {
+	t.Helper()
+	if len(c.Tables) != len(want) {
+		t.Fatalf("tables %+v", c.Tables)
+	}
+	for _, ct := range c.Tables {
+		if want[ct.Path] != ct.Version {
+			t.Errorf("%s: version %d, want %d", ct.Path, ct.Version, want[ct.Path])
+		}
+		tg, ok := pinTags(t, s, ct.Path)[ct.Tag]
+		if !ok || tg.Version != ct.Version {
+			t.Errorf("%s: tag %s missing or wrong: %+v", ct.Path, ct.Tag, tg)
+		}
+	}
+	if _, ok := pinTags(t, s, registry.RegistryPath)[c.RegistryPinTag]; !ok {
+		t.Errorf("registry pin %s missing", c.RegistryPinTag)
+	}
+	v, snap := head(t, s)
+	if v != c.RegistryVersion {
+		t.Fatalf("head %d, created at %d", v, c.RegistryVersion)
+	}
+	cp, err := snap.ByName(c.Name)
+	if err != nil || cp.ID != c.ID || len(cp.Rows) != len(want) || cp.RegistryVersion != v {
+		t.Fatalf("registry: %+v %v", cp, err)
+	}
+	noSidecars(t, s)
+}
+
+func TestCreateLocalAndMem(t *testing.T) {
+	for _, kind := range []string{"localfs", "memstore"} {
+		t.Run(kind, func(t *testing.T) {
+			var s *core.Store
+			if kind == "localfs" {
+				s, _, _ = localStore(t, "v2-appends", "branch-tag")
+			} else {
+				s, _ = memStore(t, "v2-appends", "branch-tag")
+			}
+			c, err := Create(bg, s, "nightly/1", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkCreated(t, s, c, map[string]uint64{"v2-appends.lance": 3, "branch-tag.lance": 3})
+			if _, err := Create(bg, s, "nightly/1", ""); !errors.Is(err, registry.ErrNameTaken) || !errors.Is(err, core.ErrAlreadyExists) {
+				t.Fatalf("taken name: %v", err)
+			}
+			c2, err := Create(bg, s, "nightly/2", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, snap := head(t, s)
+			if len(snap.Tables) != 2 || c2.Tables[0].TableID != c.Tables[0].TableID || c2.Tables[0].NewTable {
+				t.Fatalf("catalog not stable: %+v / %+v", snap.Tables, c2.Tables)
+			}
+		})
+	}
+}
+
+func TestCreateOnBranch(t *testing.T) {
+	s, _, _ := localStore(t, "branch-tag")
+	c, err := Create(bg, s, "exp-cp", "exp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCreated(t, s, c, map[string]uint64{"branch-tag.lance": 4})
+	s2, _, _ := localStore(t, "branch-tag", "v2-appends")
+	if _, err := Create(bg, s2, "exp-cp", "exp"); !errors.Is(err, ErrMissingTarget) {
+		t.Fatalf("a table without the branch: %v", err)
+	}
+	noSidecars(t, s2)
+}
+
+func TestCreateEmptyStoreAndBadName(t *testing.T) {
+	s, _, _ := localStore(t)
+	if _, err := Create(bg, s, "x", ""); !errors.Is(err, ErrNoTables) {
+		t.Fatalf("empty: %v", err)
+	}
+	if _, err := Create(bg, s, "ogcp_x", ""); !errors.Is(err, registry.ErrInvalidName) {
+		t.Fatalf("reserved: %v", err)
+	}
+}

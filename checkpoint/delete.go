@@ -1,0 +1,194 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Failpoints of the delete protocol, in order.
+const (
+	FPDeleteAfterClaim   = "delete/after-claim"
+	FPDeleteAfterCommit  = "delete/after-commit"
+	FPDeleteAfterRelease = "delete/after-release"
+	FPDeleteMidTags      = "delete/mid-tags"
+	FPDeleteAfterTags    = "delete/after-tags"
+)
+
+// DeleteFailpoints lists the delete failpoints in protocol order.
+var DeleteFailpoints = []string{FPDeleteAfterClaim, FPDeleteAfterCommit, FPDeleteAfterRelease, FPDeleteMidTags, FPDeleteAfterTags}
+
+// Deleted is what Delete returns.
+type Deleted struct {
+	ID   registry.ID `json:"id"`
+	Name string      `json:"name"`
+	// AlreadyTombstoned: the checkpoint was deleted before (by
+	// OperationID); this call only reclaimed tags.
+	AlreadyTombstoned bool             `json:"already_tombstoned,omitempty"`
+	OperationID       string           `json:"delete_operation_id"`
+	RegistryVersion   registry.Version `json:"registry_version"`
+	TagsDeleted       []string         `json:"tags_deleted"`
+	// TagErrors: tag deletes that failed. They only over-retain; reconcile
+	// reclaims them.
+	TagErrors []string `json:"tag_errors,omitempty"`
+	// Reconciled is what the reconcile run before the delete did.
+	Reconciled *Report `json:"reconciled,omitempty"`
+}
+
+// Delete deletes a checkpoint with the zero Options.
+func Delete(ctx context.Context, s *core.Store, nameOrID string) (*Deleted, error) {
+	return Options{}.Delete(ctx, s, nameOrID)
+}
+
+// Delete runs the delete protocol. Like every destructive operation it
+// first reconciles under the same claim (sidecars, missing pins, orphan
+// tags), and refuses, deleting nothing, if that finds a conflict. Then,
+// under the claim, one registry commit
+// tombstones reservation, header and rows with a fresh
+// delete_operation_id; release; then every pin tag of the checkpoint is
+// deleted, idempotently. A tag delete that fails only over-retains.
+func (o Options) Delete(ctx context.Context, s *core.Store, nameOrID string) (res *Deleted, err error) {
+	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
+	op := "delete-" + string(registry.NewID())
+	h, err := acquire(ctx, s, o, "checkpoint-delete", op)
+	if err != nil {
+		return nil, err
+	}
+	released := false
+	defer func() {
+		if !released {
+			if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+	}()
+	failpoint.Hit(FPDeleteAfterClaim)
+	actor := o.Actor
+	if actor == "" {
+		actor = h.Payload().Actor
+	}
+	var cp registry.Checkpoint
+	pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
+	err = o.withGates(ctx, s, func(ctx context.Context) error {
+		if err := reconcile(ctx, s, reg, o.scope(s), pre, false); err != nil {
+			return err
+		}
+		if authorityLost(pre) {
+			return refusal("delete", nameOrID, ErrAuthorityLost, "the reconcile run before deleting found pins no intact registry record explains; nothing was deleted", authorityError(pre))
+		}
+		if len(pre.Conflicts) > 0 {
+			return errorf("delete", nameOrID, ErrConflicts,
+				"the reconcile run before deleting found %d conflict(s); nothing was deleted: run `retain reconcile` to see them", len(pre.Conflicts))
+		}
+		for attempt := 0; ; attempt++ {
+			v, snap, err := reg.Head(ctx)
+			if err != nil {
+				return err
+			}
+			if cp, err = snap.Lookup(nameOrID); err != nil {
+				return err
+			}
+			if cp.State == registry.Tombstoned {
+				res = &Deleted{ID: cp.ID, Name: cp.Name, AlreadyTombstoned: true, RegistryVersion: v}
+				if cp.Tombstone != nil {
+					res.OperationID = cp.Tombstone.DeleteOperationID
+				}
+				return nil
+			}
+			draft := snap.Next()
+			if _, err := draft.Tombstone(cp.ID, registry.Deletion{OperationID: op, At: time.Now().UTC().Truncate(time.Millisecond), Actor: actor}); err != nil {
+				return err
+			}
+			if err := h.Verify(ctx); err != nil {
+				return err
+			}
+			ref, err := reg.Commit(ctx, v, draft)
+			if errors.Is(err, registry.ErrConflict) && attempt < o.retries() {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			res = &Deleted{ID: cp.ID, Name: cp.Name, OperationID: op, RegistryVersion: ref.Version}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Reconciled = pre
+	failpoint.Hit(FPDeleteAfterCommit)
+	released = true
+	// Committed: a signal now must not leave the claim held.
+	if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil {
+		res.TagErrors = append(res.TagErrors, "releasing the claim: "+rerr.Error())
+	}
+	failpoint.Hit(FPDeleteAfterRelease)
+	res.TagsDeleted, res.TagErrors = deletePins(ctx, s, cp, res.TagErrors)
+	failpoint.Hit(FPDeleteAfterTags)
+	return res, nil
+}
+
+// deletePins deletes every tag named with cp's pin prefix in each of its
+// tables and in the registry: the rows' tags and any leftover of an
+// earlier attempt. One listing per table.
+func deletePins(ctx context.Context, s *core.Store, cp registry.Checkpoint, errs []string) ([]string, []string) {
+	roots := []string{registry.RegistryPath}
+	seen := map[string]bool{}
+	for _, r := range cp.Rows {
+		if !seen[r.Path] {
+			seen[r.Path] = true
+			roots = append(roots, r.Path)
+		}
+	}
+	var deleted []string
+	first := true
+	for _, root := range roots {
+		ds, err := lance.Open(s, root)
+		if err != nil {
+			errs = append(errs, root+": "+err.Error())
+			continue
+		}
+		names, err := tagsWithPrefix(ctx, ds, registry.PinTagPrefix(cp.ID))
+		if err != nil {
+			errs = append(errs, root+": "+err.Error())
+			continue
+		}
+		for _, n := range names {
+			if err := deleteTag(ctx, ds, n); err != nil {
+				errs = append(errs, root+": "+n+": "+err.Error())
+				continue
+			}
+			deleted = append(deleted, root+":"+n)
+			if first {
+				first = false
+				failpoint.Hit(FPDeleteMidTags)
+			}
+		}
+	}
+	return deleted, errs
+}
+
+// tagsWithPrefix lists the tag files under ds whose names begin with
+// prefix (pin tag names are plain ASCII: the file is <name>.json).
+func tagsWithPrefix(ctx context.Context, ds *lance.Dataset, prefix string) ([]string, error) {
+	dir := ds.Key("_refs/tags/")
+	objs, err := ds.Store.List(ctx, dir+prefix, 10_000)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, dir)
+		if name, ok := strings.CutSuffix(rel, ".json"); ok && !strings.Contains(name, "/") {
+			out = append(out, name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,194 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// TableSuffix ends the folder name of every LanceDB table.
+const TableSuffix = ".lance"
+
+// MaxTables bounds discovery: a store root with more top-level entries is
+// refused (core.ErrLimitExceeded) rather than listed without end.
+var MaxTables = 10_000
+
+// discoverPage is 1: each request returns the first key of the next
+// top-level entry and the scan jumps past it, so discovery costs exactly
+// top-level entries + 1 requests whatever the tables hold. Larger pages
+// save requests only while tables are tiny (a page then spans several), and
+// make the cost depend on table depth (issue 7: planning must not grow with
+// depth).
+const discoverPage = 1
+
+// DiscoverTables names the LanceDB tables at the top of the store: the
+// folders "<table>.lance/" of the root, sorted. On a store with ordered
+// listing it is a skip-scan: after each page it resumes past the last
+// top-level folder seen, so it costs one listing request per top-level
+// entry at most, never one per object inside a table. A store without
+// ordered listing falls back to one full listing. More than MaxTables
+// top-level entries is core.ErrLimitExceeded. Folders ending in .lance
+// that hold no manifest (a table being created or half deleted) are
+// returned too; Capture skips them.
+func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	entries := 0
+	add := func(key string) bool {
+		first, _, ok := strings.Cut(key, "/")
+		if !ok || seen[first] {
+			return ok
+		}
+		seen[first] = true
+		entries++
+		if strings.HasSuffix(first, TableSuffix) && first != TableSuffix {
+			out = append(out, first)
+		}
+		return true
+	}
+	if !s.Capabilities().OrderedList {
+		objs, err := s.List(ctx, "", 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			add(o.Key)
+		}
+	} else {
+		opts := core.ListOptions{PageSize: discoverPage}
+		for {
+			page, err := s.ListPage(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			for _, o := range page.Objects {
+				add(o.Key)
+			}
+			if entries > MaxTables {
+				break
+			}
+			if !page.More || len(page.Objects) == 0 {
+				break
+			}
+			last := page.Objects[len(page.Objects)-1].Key
+			if first, _, ok := strings.Cut(last, "/"); ok {
+				// '0' follows '/': every key "<first>/..." sorts below
+				// "<first>0", so the next page starts past the folder.
+				// Only the plain object named exactly "<first>0" is
+				// skipped, and a plain object is never a table.
+				opts.StartAfter = first + "0"
+			} else {
+				opts.StartAfter = last
+			}
+		}
+	}
+	if entries > MaxTables {
+		return nil, core.Errorf("discover", "", core.ErrLimitExceeded, "more than %d top-level entries in the store root: retain discovers tables only at the top of a LanceDB database directory", MaxTables)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Incarnation rule. A catalogued table is the same incarnation while the
+// newest version any row of its current incarnation pins (on main when
+// there is one, else on the row's branch) is still the same commit:
+//
+//   - the row's version, under whichever manifest name it has now, holds
+//     the same commit (lance.PhysRef.Matches: the manifest's digest, or for
+//     a format-1 token its timestamp and transaction uuid) → same
+//     incarnation, even after a copy or Lance's manifest rename;
+//   - it holds another commit → the table was deleted and recreated at the
+//     path: a new incarnation;
+//   - it is gone and the branch's newest version is below the row's
+//     version → the versions restarted: a new incarnation;
+//   - it is gone and the branch went on past it → same incarnation (cleanup
+//     removed a version nothing pins any more).
+//
+// A table with no row in its current incarnation has nothing that could
+// be confused with a recreation, and keeps its incarnation: a checkpoint
+// taken now pins its current commit, which is what the next check
+// compares against.
+func incarnationChanged(ctx context.Context, snap *registry.Snapshot, t registry.Table, ds *lance.Dataset) (bool, string, error) {
+	// A cleanup never removes a branch's latest version, so after a gc
+	// boundary the main head is always newer than the newest version it
+	// removed. A head at or below it is another table at the same path:
+	// recreated (with or without checkpoint rows to compare against).
+	if rows, err := snap.GCBoundaries(); err == nil {
+		for _, g := range rows {
+			if g.TableID != t.ID || g.Incarnation != t.Incarnation {
+				continue
+			}
+			for _, nr := range g.NewestRemoved {
+				if nr.Branch != registry.MainBranch {
+					continue
+				}
+				head, err := ds.Latest(ctx)
+				if err != nil {
+					return false, "", err
+				}
+				if head.N <= nr.Version {
+					return true, fmt.Sprintf("main's head v%d is at or below v%d, which cleanup %s removed: the table was recreated", head.N, nr.Version, g.OperationID), nil
+				}
+			}
+		}
+	}
+	var best *registry.Row
+	for i := range snap.Rows {
+		r := &snap.Rows[i]
+		if r.TableID != t.ID || r.Incarnation != t.Incarnation {
+			continue
+		}
+		switch {
+		case best == nil:
+			best = r
+		case (r.Branch == registry.MainBranch) != (best.Branch == registry.MainBranch):
+			if r.Branch == registry.MainBranch {
+				best = r
+			}
+		case r.Version > best.Version:
+			best = r
+		}
+	}
+	if best == nil {
+		return false, "", nil
+	}
+	ref, err := lance.ParsePhysRef(best.PhysicalRef)
+	if err != nil {
+		return false, "", err
+	}
+	bds := ds
+	if best.Branch != registry.MainBranch {
+		if bds, err = ds.Branch(best.Branch); err != nil {
+			return false, "", err
+		}
+	}
+	_, err = bds.VerifyPhysRef(ctx, ref)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		latest, lerr := bds.Latest(ctx)
+		if errors.Is(lerr, lance.ErrNotDataset) || errors.Is(lerr, core.ErrNotFound) {
+			if best.Branch != registry.MainBranch {
+				return false, "", nil // the branch is gone; main decides nothing here
+			}
+			return true, "the table has no version any more", nil
+		}
+		if lerr != nil {
+			return false, "", lerr
+		}
+		if latest.N < ref.Version {
+			return true, "its versions restarted below a pinned version", nil
+		}
+		return false, "", nil
+	case errors.Is(err, lance.ErrPhysRefMismatch):
+		return true, "a pinned version is now another commit", nil
+	case err != nil:
+		return false, "", err
+	}
+	return false, "", nil
+}

@@ -1,0 +1,317 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Pin health values.
+const (
+	PinOK          = "ok"
+	PinMissing     = "missing"
+	PinWrongTarget = "wrong-target"
+	PinUnreadable  = "unreadable"
+	// PinGone: the pinned object itself is gone (the registry version a
+	// checkpoint's registry pin names, or a table version: no manifest, or
+	// another commit): no reconcile can repair it, and the checkpoint is
+	// reported invalid until the object is restored or the pin dropped.
+	PinGone = "gone"
+)
+
+// PinHealth is one pin of a checkpoint and whether its tag is present and
+// points where its row says.
+type PinHealth struct {
+	Kind        string      `json:"kind"` // "table" or "registry"
+	Path        string      `json:"path"`
+	TableID     registry.ID `json:"table_id,omitempty"`
+	Incarnation uint64      `json:"incarnation,omitempty"`
+	Branch      string      `json:"branch"`
+	Version     uint64      `json:"version"`
+	PhysicalRef string      `json:"physical_ref"`
+	Tag         string      `json:"tag"`
+	Status      string      `json:"status"`
+	Detail      string      `json:"detail,omitempty"`
+}
+
+// DeepCheck is show --deep's result: every file the pinned versions
+// reference, checked for existence.
+type DeepCheck struct {
+	FilesChecked int      `json:"files_checked"`
+	Missing      []string `json:"missing"`
+	Errors       []string `json:"errors,omitempty"`
+}
+
+// Info is one checkpoint as list and show print it.
+type Info struct {
+	ID              registry.ID      `json:"id"`
+	Name            string           `json:"name"`
+	State           registry.State   `json:"state"`
+	Generation      uint64           `json:"generation"`
+	Actor           string           `json:"actor"`
+	SourceBranch    string           `json:"source_branch"`
+	RegistryVersion registry.Version `json:"registry_version"`
+	CreatedAt       time.Time        `json:"created_at"`
+	TableCount      int              `json:"table_count"`
+	// Health is "ok" when every pin is present and points where its row
+	// says, "degraded" otherwise (run reconcile), "invalid" when a pinned
+	// object is gone (PinGone), "deleted" for a tombstoned checkpoint.
+	Health    string              `json:"health"`
+	Pins      []PinHealth         `json:"pins"`
+	Tombstone *registry.Tombstone `json:"tombstone,omitempty"`
+	Deep      *DeepCheck          `json:"deep,omitempty"`
+	// Lost: table pins the checkpoint gave up (drop-lost), and why.
+	Lost []registry.LostPin `json:"lost,omitempty"`
+}
+
+// Health sums up the pin health of live checkpoints (List's infos): what
+// `retain status` prints and the maintenance daemon exports as metrics.
+type Health struct {
+	LiveCheckpoints int `json:"live_checkpoints"`
+	// PinnedVersions counts table pins (one per table per checkpoint).
+	PinnedVersions int `json:"pinned_versions"`
+	// Pins counts every pin (registry pins included) by status: OK,
+	// Missing, Other (wrong target, unreadable, gone).
+	Pins    int `json:"pins"`
+	OK      int `json:"ok"`
+	Missing int `json:"missing"`
+	Other   int `json:"other"`
+	// Degraded and Invalid count checkpoints by health.
+	Degraded int `json:"degraded_checkpoints"`
+	Invalid  int `json:"invalid_checkpoints"`
+	// Oldest is the creation time of the oldest live checkpoint.
+	Oldest *time.Time `json:"oldest,omitempty"`
+}
+
+// Summarize sums up infos; checkpoints that are not live are left out.
+func Summarize(infos []Info) Health {
+	var h Health
+	for _, in := range infos {
+		if in.State != registry.Live {
+			continue
+		}
+		h.LiveCheckpoints++
+		h.PinnedVersions += in.TableCount
+		if h.Oldest == nil || in.CreatedAt.Before(*h.Oldest) {
+			c := in.CreatedAt
+			h.Oldest = &c
+		}
+		switch in.Health {
+		case "degraded":
+			h.Degraded++
+		case "invalid":
+			h.Invalid++
+		}
+		for _, p := range in.Pins {
+			h.Pins++
+			switch p.Status {
+			case PinOK:
+				h.OK++
+			case PinMissing:
+				h.Missing++
+			default:
+				h.Other++
+			}
+		}
+	}
+	return h
+}
+
+// List returns every live checkpoint with its pin health, and the registry
+// head's version. Its cost is bounded by live checkpoints × tables.
+func List(ctx context.Context, s *core.Store) (registry.Version, []Info, error) {
+	reg := registry.Open(s, registry.Options{})
+	v, snap, err := reg.Head(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	out := []Info{}
+	commits := commitChecks{}
+	for _, cp := range snap.Live() {
+		in, err := info(ctx, s, reg, cp, commits)
+		if err != nil {
+			return 0, nil, err
+		}
+		out = append(out, in)
+	}
+	return v, out, nil
+}
+
+// Show returns one checkpoint (a live name, or an id, live or
+// tombstoned) with its pin health; deep also checks every file its pinned
+// versions reference.
+func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info, error) {
+	reg := registry.Open(s, registry.Options{})
+	_, cp, err := reg.Lookup(ctx, nameOrID)
+	if err != nil {
+		return nil, err
+	}
+	in, err := info(ctx, s, reg, cp, commitChecks{})
+	if err != nil {
+		return nil, err
+	}
+	if deep {
+		in.Deep = deepCheck(ctx, s, cp)
+	}
+	return &in, nil
+}
+
+func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits commitChecks) (Info, error) {
+	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
+		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
+		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
+	rp, err := registryPin(ctx, reg, cp)
+	if err != nil {
+		return Info{}, err
+	}
+	if rp.Status != PinGone {
+		rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
+	}
+	in.Pins = append(in.Pins, rp)
+	for _, r := range cp.Rows {
+		tag, err := registry.TablePinTag(cp.ID, r.Pin)
+		if err != nil {
+			return Info{}, err
+		}
+		p := PinHealth{Kind: "table", Path: r.Path, TableID: r.TableID, Incarnation: r.Incarnation, Branch: r.Branch,
+			Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
+		ds, err := lance.Open(s, r.Path)
+		if err != nil {
+			return Info{}, err
+		}
+		p.Status, p.Detail = tagHealth(ctx, ds, p)
+		if (p.Status == PinOK || p.Status == PinMissing) && cp.State == registry.Live {
+			// The version itself, as cleanup checks it: one view of health.
+			if l, err := commits.lost(ctx, s, r); err != nil {
+				p.Status, p.Detail = PinUnreadable, fmt.Sprintf("the pinned version cannot be read: %v", err)
+			} else if l.kind != "" {
+				p.Status, p.Detail = PinGone, l.why+"; "+l.wayOut(cp.ID, r.Path)
+			}
+		}
+		in.Pins = append(in.Pins, p)
+	}
+	in.Lost = cp.Lost
+	for _, p := range in.Pins {
+		if p.Status != PinOK && in.Health == "ok" {
+			in.Health = "degraded"
+		}
+		if p.Status == PinGone {
+			in.Health = "invalid"
+		}
+	}
+	if cp.State == registry.Tombstoned {
+		in.Health = "deleted"
+	}
+	return in, nil
+}
+
+// registryPin describes cp's registry pin: one read of the registry
+// version that published it, for its Ref.
+func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkpoint) (PinHealth, error) {
+	p := PinHealth{Kind: "registry", Path: registry.RegistryPath, Branch: registry.MainBranch, Version: uint64(cp.RegistryVersion)}
+	snap, err := reg.Read(ctx, cp.RegistryVersion)
+	if errors.Is(err, core.ErrNotFound) {
+		p.Status, p.Detail = PinGone, fmt.Sprintf("registry version %d, which this checkpoint's registry pin keeps, is missing: the checkpoint's logical record is lost and no reconcile can restore it", cp.RegistryVersion)
+		return p, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	ref := snap.Ref()
+	p.PhysicalRef = ref.String()
+	if p.Tag, err = registry.RegistryPinTag(cp.ID, registry.RegistryTarget(ref)); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+func pinSize(p PinHealth) (int64, error) {
+	if p.Kind == "registry" {
+		r, err := registry.ParseRef(p.PhysicalRef)
+		return r.Size, err
+	}
+	r, err := lance.ParsePhysRef(p.PhysicalRef)
+	return r.Size, err
+}
+
+func tagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth) (string, string) {
+	if p.Tag == "" {
+		return p.Status, p.Detail
+	}
+	t, err := ds.ReadTag(ctx, p.Tag)
+	switch {
+	case errors.Is(err, lance.ErrTagNotFound):
+		return PinMissing, "no tag " + p.Tag
+	case err != nil:
+		return PinUnreadable, err.Error()
+	}
+	size, err := pinSize(p)
+	if err != nil {
+		return PinUnreadable, err.Error()
+	}
+	if !tagMatches(t, p.Branch, p.Version, size) {
+		return PinWrongTarget, "the tag points at " + describeTag(t)
+	}
+	return PinOK, ""
+}
+
+func deepCheck(ctx context.Context, s *core.Store, cp registry.Checkpoint) *DeepCheck {
+	d := &DeepCheck{Missing: []string{}}
+	for _, r := range cp.Rows {
+		ref, err := lance.ParsePhysRef(r.PhysicalRef)
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		ds, err := lance.Open(s, r.Path)
+		if err == nil && r.Branch != registry.MainBranch {
+			ds, err = ds.Branch(r.Branch)
+		}
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		// Under whichever name the manifest has now (Lance's own migration
+		// renames V1 to V2), and still the commit the row names.
+		m, got, err := ds.ReadPinned(ctx, ref)
+		d.FilesChecked++
+		if errors.Is(err, core.ErrNotFound) {
+			d.Missing = append(d.Missing, fmt.Sprintf("%s/_versions/ manifest of version %d", ds.Root, r.Version))
+			continue
+		}
+		if err != nil {
+			d.Errors = append(d.Errors, err.Error())
+			continue
+		}
+		if !ref.Matches(got) {
+			d.Errors = append(d.Errors, fmt.Sprintf("%s: version %d is another commit than the checkpoint names (the table was recreated): `retain reconcile STORE` reports it", got.Key, r.Version))
+			continue
+		}
+		for _, f := range m.Files() {
+			if f.Outside {
+				continue
+			}
+			d.FilesChecked++
+			if f.Prefix {
+				objs, err := s.List(ctx, f.Key, 0)
+				if err != nil {
+					d.Errors = append(d.Errors, err.Error())
+				} else if len(objs) == 0 {
+					d.Missing = append(d.Missing, f.Key)
+				}
+				continue
+			}
+			if _, err := s.Stat(ctx, f.Key); errors.Is(err, core.ErrNotFound) {
+				d.Missing = append(d.Missing, f.Key)
+			} else if err != nil {
+				d.Errors = append(d.Errors, err.Error())
+			}
+		}
+	}
+	return d
+}

@@ -1,0 +1,150 @@
+// Package daemon is the maintenance daemon (`retain daemon`): one pass every
+// interval reconciles the store's pins (online, no deletions) and, on the
+// tail of the same pass and inside the same in-flight guard, enforces the
+// retention window with a cleanup under the retention claim — on the first
+// pass after start, then at most once per RetentionEvery. The retention
+// stamp (in the store, _retain/maintenance/state.json) advances only when
+// a retention pass completes.
+package daemon
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Duration is a time.Duration written as text in YAML and JSON: Go's
+// forms ("1h", "168h") or days and weeks ("7d", "2w", "1w2d").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return fmt.Errorf("a duration is written as text, e.g. \"7d\", \"1w2d\" or \"36h\", not %s", s)
+	}
+	v, err := duration.Parse(s[1 : len(s)-1])
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Config is the daemon's configuration (`retain daemon --config F`, YAML
+// or JSON). Unknown fields are refused.
+type Config struct {
+	// Enabled: false stops all background mutation — reconcile and, with
+	// it, retention: the window is then not enforced. Default true.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Interval between maintenance passes. Default 1h.
+	Interval Duration `json:"interval,omitempty"`
+	// Retention is the window the daemon enforces.
+	Retention RetentionConfig `json:"retention"`
+	// Actor recorded in the claim and the audit lines; default
+	// "retain-daemon@<host>".
+	Actor string `json:"actor,omitempty"`
+}
+
+// RetentionConfig is the window and how retention may run.
+type RetentionConfig struct {
+	// OlderThan and KeepLast as `retain cleanup run`; at least one is
+	// needed for retention to run at all.
+	OlderThan Duration `json:"older_than,omitempty"`
+	KeepLast  int      `json:"keep_last,omitempty"`
+	// Every: retention runs at most once per this. Default 24h.
+	Every Duration `json:"every,omitempty"`
+	// WritersStopped: the operator guarantees no writer commits while the
+	// daemon runs (a store only written in batches, say): cleanup then
+	// runs as `--confirm-write-outage`. Default false: the daemon cleans
+	// online, which needs OlderThan >= retention.MinOnlineAge.
+	WritersStopped bool `json:"writers_stopped,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultInterval       = time.Hour
+	DefaultRetentionEvery = 24 * time.Hour
+)
+
+// LoadConfig reads a config file; "" gives the defaults. Every error about
+// a key or value names the file and line (a *ConfigError).
+func LoadConfig(path string) (Config, error) {
+	if path == "" {
+		var c Config
+		return c, c.Validate()
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, core.Errorf("daemon-config", path, core.ErrInvalidArgument, "cannot read the config: %v", err)
+	}
+	return ParseConfig(path, b)
+}
+
+// IsEnabled reports whether background mutation is on.
+func (c Config) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// interval is the pass interval with its default.
+func (c Config) interval() time.Duration {
+	if c.Interval <= 0 {
+		return DefaultInterval
+	}
+	return time.Duration(c.Interval)
+}
+
+func (c Config) every() time.Duration {
+	if c.Retention.Every <= 0 {
+		return DefaultRetentionEvery
+	}
+	return time.Duration(c.Retention.Every)
+}
+
+// RetentionOn reports whether a window is configured.
+func (c Config) RetentionOn() bool { return c.Retention.OlderThan > 0 || c.Retention.KeepLast > 0 }
+
+// Policy is the cleanup policy of the configured window.
+func (c Config) Policy() retention.Policy {
+	return retention.Policy{OlderThan: time.Duration(c.Retention.OlderThan), KeepLast: c.Retention.KeepLast}
+}
+
+// Validate refuses a configuration the daemon could not honour.
+func (c Config) Validate() error { return c.validate(func(string) (string, int) { return "", 0 }) }
+
+// validate is Validate with where each key was written, so a refusal
+// names the line to fix; at returns "", 0 for a key not in a file.
+func (c Config) validate(at func(key string) (string, int)) error {
+	bad := func(key, format string, args ...any) error {
+		f, l := at(key)
+		return &ConfigError{File: f, Line: l, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Interval < 0:
+		return bad("interval", "interval may not be negative")
+	case c.Retention.Every < 0:
+		return bad("retention.every", "every may not be negative")
+	case c.Retention.OlderThan < 0:
+		return bad("retention.older_than", "older_than may not be negative")
+	case c.Retention.KeepLast < 0:
+		return bad("retention.keep_last", "keep_last may not be negative (got %d)", c.Retention.KeepLast)
+	case c.Interval > 0 && time.Duration(c.Interval) < 100*time.Millisecond:
+		return bad("interval", "interval %s is too short (at least 100ms)", time.Duration(c.Interval))
+	case c.RetentionOn() && !c.Retention.WritersStopped && time.Duration(c.Retention.OlderThan) < retention.MinOnlineAge:
+		key := "retention.older_than"
+		if c.Retention.OlderThan == 0 {
+			key = "retention"
+		}
+		return bad(key, "retention runs online (writers may commit) and then needs older_than of at least %s (got %s): a writer may still build on a recent version; lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
+			retention.MinOnlineAge, time.Duration(c.Retention.OlderThan))
+	}
+	if err := checkConfigActor(c.Actor); err != "" {
+		return bad("actor", "actor %s", err)
+	}
+	return nil
+}

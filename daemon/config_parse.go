@@ -1,0 +1,291 @@
+package daemon
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// ConfigError is a refused daemon config, at the file and line to fix
+// ("daemon.yaml:12: unknown key ..."). It is a core.ErrInvalidArgument.
+type ConfigError struct {
+	File string
+	Line int // 0: the file as a whole
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	pos := e.File
+	if e.Line > 0 {
+		pos += ":" + strconv.Itoa(e.Line)
+	}
+	if pos == "" {
+		return "daemon config: " + e.Msg
+	}
+	return pos + ": " + e.Msg
+}
+
+func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
+
+// configKeys are the keys of each mapping of the config, by path ("" the
+// top level); a key not here is refused, naming the nearest one.
+var configKeys = map[string][]string{
+	"":          {"enabled", "interval", "retention", "actor"},
+	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
+}
+
+// yamlLine finds the line in a yaml syntax error ("yaml: line 3: ...").
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// ParseConfig parses the YAML (or JSON) config b read from file. It walks
+// the document's nodes rather than decoding it whole so that each refusal
+// names the line of the key or value at fault.
+func ParseConfig(file string, b []byte) (Config, error) {
+	var c Config
+	at := func(line int, format string, args ...any) error {
+		return &ConfigError{File: file, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		line := 0
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = m[2]
+		}
+		return c, at(line, "the config does not parse: %s (see docs/daemon.md)", msg)
+	}
+	lines := map[string]int{}
+	if len(doc.Content) == 0 {
+		return c, c.validate(func(string) (string, int) { return file, 0 })
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return c, c.validate(func(string) (string, int) { return file, 0 })
+	}
+	err := walkMapping(top, "", lines, at, func(path string, k, v *yaml.Node) error {
+		switch path {
+		case "enabled":
+			b, err := boolValue(path, v, at)
+			c.Enabled = b
+			return err
+		case "interval":
+			return durationValue(path, v, at, &c.Interval)
+		case "actor":
+			s, err := stringValue(path, v, at)
+			c.Actor = s
+			return err
+		case "retention":
+			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
+				switch path {
+				case "retention.older_than":
+					return durationValue(path, v, at, &c.Retention.OlderThan)
+				case "retention.every":
+					return durationValue(path, v, at, &c.Retention.Every)
+				case "retention.keep_last":
+					return intValue(path, v, at, &c.Retention.KeepLast)
+				case "retention.writers_stopped":
+					b, err := boolValue(path, v, at)
+					if b != nil {
+						c.Retention.WritersStopped = *b
+					}
+					return err
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return c, err
+	}
+	return c, c.validate(func(key string) (string, int) { return file, lines[key] })
+}
+
+// walkMapping calls each for every key of the mapping n (at path), after
+// refusing a key it does not know or a key written twice; lines gets the
+// line of every key.
+func walkMapping(n *yaml.Node, path string, lines map[string]int, at func(int, string, ...any) error, each func(path string, k, v *yaml.Node) error) error {
+	known := configKeys[path]
+	where := "the config"
+	if path != "" {
+		where = fmt.Sprintf("%q", path)
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // "retention:" with nothing under it
+	}
+	if n.Kind != yaml.MappingNode {
+		return at(n.Line, "%s must be a mapping of keys (%s), not %s", where, strings.Join(known, ", "), nodeKind(n))
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		full := k.Value
+		if path != "" {
+			full = path + "." + k.Value
+		}
+		if !contains(known, k.Value) {
+			return at(k.Line, "%s", unknownKey(path, k.Value))
+		}
+		if first, ok := lines[full]; ok {
+			return at(k.Line, "key %q again (first on line %d): write each key once", k.Value, first)
+		}
+		lines[full] = k.Line
+		if err := each(full, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unknownKey says what is wrong with key under path: a likely misspelling
+// of a key there, a key of another level, or the keys there are.
+func unknownKey(path, key string) string {
+	known := configKeys[path]
+	best, bestD := "", 0
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), k); best == "" || d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if bestD <= max(1, len(best)/3) {
+		return fmt.Sprintf("unknown key %q (did you mean %q?)", key, best)
+	}
+	levels := make([]string, 0, len(configKeys))
+	for p := range configKeys {
+		levels = append(levels, p)
+	}
+	sort.Strings(levels)
+	for _, p := range levels {
+		if p != path && contains(configKeys[p], key) {
+			if p == "" {
+				return fmt.Sprintf("key %q belongs at the top level, not under %q", key, path)
+			}
+			return fmt.Sprintf("key %q belongs under %q (indent it under \"%s:\")", key, p, p)
+		}
+	}
+	where := "at the top level"
+	if path != "" {
+		where = fmt.Sprintf("under %q", path)
+	}
+	return fmt.Sprintf("unknown key %q: the keys %s are %s (docs/daemon.md)", key, where, strings.Join(known, ", "))
+}
+
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.AliasNode:
+		return "an alias"
+	}
+	return fmt.Sprintf("the value %q", n.Value)
+}
+
+func isNull(v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.Tag == "!!null" }
+
+func boolValue(key string, v *yaml.Node, at func(int, string, ...any) error) (*bool, error) {
+	if isNull(v) {
+		return nil, nil
+	}
+	var b bool
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" || v.Decode(&b) != nil {
+		return nil, at(v.Line, "%s must be true or false, not %s", key, nodeKind(v))
+	}
+	return &b, nil
+}
+
+func intValue(key string, v *yaml.Node, at func(int, string, ...any) error, out *int) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(out) != nil {
+		return at(v.Line, "%s must be a whole number, not %s", key, nodeKind(v))
+	}
+	return nil
+}
+
+func durationValue(key string, v *yaml.Node, at func(int, string, ...any) error, out *Duration) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
+		return at(v.Line, "%s is a duration written as text, e.g. \"7d\", \"1w2d\" or \"36h\", not %s", key, nodeKind(v))
+	}
+	d, err := duration.Parse(v.Value)
+	if err != nil {
+		return at(v.Line, "%s: %v", key, err)
+	}
+	*out = Duration(d)
+	return nil
+}
+
+func stringValue(key string, v *yaml.Node, at func(int, string, ...any) error) (string, error) {
+	if isNull(v) {
+		return "", nil
+	}
+	if v.Kind != yaml.ScalarNode {
+		return "", at(v.Line, "%s must be text, not %s", key, nodeKind(v))
+	}
+	return v.Value, nil
+}
+
+// checkConfigActor is why actor cannot be recorded, or "". The bound is
+// the checkpoint registry's (256 bytes).
+func checkConfigActor(a string) string {
+	switch {
+	case a == "":
+		return ""
+	case strings.TrimSpace(a) == "":
+		return "is blank: name who is acting, or leave actor out"
+	case !utf8.ValidString(a):
+		return "is not valid UTF-8"
+	case len(a) > 256:
+		return fmt.Sprintf("is %d bytes: at most 256", len(a))
+	}
+	for _, r := range a {
+		if !unicode.IsPrint(r) {
+			return fmt.Sprintf("has a non-printable character %U", r)
+		}
+	}
+	return ""
+}
+
+func contains(l []string, s string) bool {
+	for _, v := range l {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,420 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Daemon runs maintenance passes on one store.
+type Daemon struct {
+	// Store is the store the daemon keeps, at its location (Store.At): the
+	// claim's scope and the logs come from it.
+	Store   *core.Store
+	Config  Config
+	Logger  hclog.Logger
+	Metrics *Metrics
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+
+	guard         sync.Mutex // the in-flight guard: one pass at a time
+	started       bool
+	retryPending  bool // the last retention pass failed: retry on the next tick
+	stateLoaded   bool
+	lastRetention time.Time
+	state         State
+}
+
+// PassReport is what one pass did.
+type PassReport struct {
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	Enabled   bool      `json:"enabled"`
+	Reconcile *checkpoint.Report
+	// ReconcileError is why the reconcile part failed ("" when it did not).
+	ReconcileError string
+	// RetentionDue: the pass ran (or tried) retention.
+	RetentionDue bool
+	// Resumed is the report of an unfinished run the pass finished first.
+	Resumed   *retention.RunReport
+	Retention *retention.RunReport
+	// RetentionError is why retention failed or was skipped.
+	RetentionError string
+	// ClaimHolder names the holder when the claim was held by another.
+	ClaimHolder string
+	// RetentionCompleted: the stamp advanced.
+	RetentionCompleted bool
+	// StateError is why the daemon's record could not be written.
+	StateError string `json:",omitempty"`
+}
+
+// Err is why the pass failed, nil when it did not: its retention was due
+// and did not complete, or its record could not be written. It decides
+// the exit status of `retain daemon --once` and of a daemon stopped by a
+// signal, so a supervisor sees a failed last pass.
+func (r *PassReport) Err() error {
+	switch {
+	case r == nil:
+		return nil
+	case r.RetentionDue && !r.RetentionCompleted:
+		return fmt.Errorf("retention did not complete: %s", r.RetentionError)
+	case r.StateError != "":
+		return fmt.Errorf("the daemon's record %s was not written: %s", StateKey, r.StateError)
+	}
+	return nil
+}
+
+func (d *Daemon) now() time.Time {
+	if d.Now != nil {
+		return d.Now()
+	}
+	return time.Now()
+}
+
+func (d *Daemon) actor() string {
+	if d.Config.Actor != "" {
+		return d.Config.Actor
+	}
+	host, _ := os.Hostname()
+	return "retain-daemon@" + host
+}
+
+// Run runs a pass at once and then one every interval until ctx ends. A
+// pass in flight when ctx ends is finished first (its context is not
+// cancelled: a deletion is never abandoned half-way); it releases the
+// claim itself. Run then returns the last pass's Err.
+func (d *Daemon) Run(ctx context.Context) error {
+	if err := d.Config.Validate(); err != nil {
+		return err
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics()
+	}
+	if d.Logger == nil {
+		d.Logger = hclog.NewNullLogger()
+	}
+	d.loadState(ctx)
+	d.Logger.Info("daemon started", "store", d.Store.Location().String(), "enabled", d.Config.IsEnabled(), "interval", d.Config.interval(),
+		"window", d.window(), "retention_every", d.Config.every())
+	if !d.Config.IsEnabled() {
+		d.Logger.Warn("maintenance is disabled (enabled: false): no reconcile and no retention run; the retention window is NOT enforced")
+	}
+	ticker := time.NewTicker(d.Config.interval())
+	defer ticker.Stop()
+	var last *PassReport
+	stopped := func() error {
+		err := last.Err()
+		if err != nil {
+			d.Logger.Error("daemon stopped after a failed pass", "reason", context.Cause(ctx), "error", err)
+			return err
+		}
+		d.Logger.Info("daemon stopped", "reason", context.Cause(ctx))
+		return nil
+	}
+	for {
+		last = d.Pass(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			// A signal during the pass: the pass is done, no new one starts
+			// (a due tick would otherwise race the signal in the select).
+			return stopped()
+		}
+		select {
+		case <-ctx.Done():
+			return stopped()
+		case <-ticker.C:
+		}
+	}
+}
+
+// loadState reads the daemon's record once: the stamp and the failure
+// count carry over a restart (and `--once`).
+func (d *Daemon) loadState(ctx context.Context) {
+	if d.stateLoaded {
+		return
+	}
+	d.stateLoaded = true
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics()
+	}
+	if d.Logger == nil {
+		d.Logger = hclog.NewNullLogger()
+	}
+	st, err := ReadState(ctx, d.Store)
+	if err != nil {
+		d.Logger.Warn("the daemon's record cannot be read; retention runs on the first pass anyway", "key", StateKey, "error", err)
+		return
+	}
+	if st == nil {
+		return
+	}
+	d.state = *st
+	if st.LastRetention != nil {
+		d.lastRetention = *st.LastRetention
+		d.Metrics.LastRetention.Set(float64(st.LastRetention.Unix()))
+	}
+	d.Metrics.RetentionFailures.Set(float64(st.RetentionFailures))
+}
+
+func (d *Daemon) window() string {
+	var parts []string
+	if d.Config.Retention.OlderThan > 0 {
+		parts = append(parts, "older than "+time.Duration(d.Config.Retention.OlderThan).String())
+	}
+	if d.Config.Retention.KeepLast > 0 {
+		parts = append(parts, fmt.Sprintf("keep last %d", d.Config.Retention.KeepLast))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Pass runs one maintenance pass: reconcile, then retention when due, then
+// the metrics and the record. A pass already in flight makes it return at
+// once (nil).
+func (d *Daemon) Pass(ctx context.Context) *PassReport {
+	if !d.guard.TryLock() {
+		d.Logger.Warn("a maintenance pass is still running; this tick is skipped")
+		return nil
+	}
+	defer d.guard.Unlock()
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics()
+	}
+	if d.Logger == nil {
+		d.Logger = hclog.NewNullLogger()
+	}
+	first := !d.started
+	d.started = true
+	if first {
+		d.loadState(ctx)
+	}
+	r := &PassReport{Started: d.now().UTC(), Enabled: d.Config.IsEnabled()}
+	d.Metrics.Passes.Inc()
+	defer func() {
+		r.Finished = d.now().UTC()
+		d.Metrics.PassDuration.Observe(r.Finished.Sub(r.Started).Seconds())
+		d.refreshMetrics(ctx)
+		d.saveState(ctx, r)
+	}()
+	if !r.Enabled {
+		return r
+	}
+	popts := checkpoint.Options{Actor: d.actor()}
+
+	// 1. Reconcile, online: no deletions of data.
+	rep, err := popts.Reconcile(ctx, d.Store)
+	r.Reconcile = rep
+	if rep != nil {
+		d.Metrics.Pins.WithLabelValues("repaired").Set(float64(len(rep.Repaired)))
+		d.Metrics.Pins.WithLabelValues("orphan").Set(float64(len(rep.Reclaimed)))
+		d.Metrics.Pins.WithLabelValues("conflicting").Set(float64(len(rep.Conflicts)))
+	}
+	switch {
+	case err == nil:
+		d.Logger.Info("reconciled", "repaired", len(rep.Repaired), "reclaimed", len(rep.Reclaimed), "sidecars", len(rep.Sidecars))
+	case errors.Is(err, claim.ErrHeld):
+		r.ClaimHolder = holder(err)
+		r.ReconcileError = err.Error()
+		d.Metrics.ClaimWaits.Inc()
+		d.Logger.Warn("reconcile skipped: the retention claim is held", "holder", r.ClaimHolder)
+	default:
+		r.ReconcileError = err.Error()
+		d.Metrics.PassFailures.WithLabelValues("reconcile").Inc()
+		d.Logger.Error("reconcile_failed", "error", err)
+	}
+
+	// 2. Retention, on the tail of the same pass.
+	now := d.now()
+	r.RetentionDue = d.Config.RetentionOn() && (first || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
+	if !r.RetentionDue {
+		return r
+	}
+	err = d.retention(ctx, r)
+	switch {
+	case err == nil:
+		r.RetentionCompleted = true
+		d.retryPending = false
+		d.lastRetention = d.now()
+		d.state.RetentionFailures, d.state.LastError = 0, ""
+		d.Metrics.RetentionFailures.Set(0)
+		d.Metrics.LastRetention.Set(float64(d.lastRetention.Unix()))
+		tot := r.Retention.Totals
+		d.Logger.Info("retention_completed", "operation", r.Retention.OperationID, "tables", tot.Tables, "versions_removed", tot.VersionsRemoved,
+			"files_removed", tot.FilesDeleted, "bytes_removed", tot.BytesDeleted, "next_due", d.lastRetention.Add(d.Config.every()).UTC().Format(time.RFC3339))
+	case errors.Is(err, claim.ErrHeld):
+		d.retryPending = true
+		r.ClaimHolder = holder(err)
+		r.RetentionError = err.Error()
+		d.Metrics.ClaimWaits.Inc()
+		d.Logger.Warn("retention skipped: the retention claim is held by another process; retrying on the next tick", "holder", r.ClaimHolder)
+	default:
+		d.retryPending = true
+		r.RetentionError = err.Error()
+		d.state.RetentionFailures++
+		d.state.LastError = err.Error()
+		d.Metrics.RetentionFailures.Set(float64(d.state.RetentionFailures))
+		d.Metrics.PassFailures.WithLabelValues("retention").Inc()
+		d.Logger.Error("retention_failed", "error", err, "failures", d.state.RetentionFailures, "retry", "next tick")
+	}
+	return r
+}
+
+// retention finishes an unfinished run, then runs the window's cleanup.
+func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
+	open, err := retention.OpenRuns(ctx, d.Store)
+	if err != nil {
+		return err
+	}
+	if len(open) > 0 {
+		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
+		rr, err := retention.Resume(ctx, d.Store, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
+			Online: !d.Config.Retention.WritersStopped})
+		r.Resumed = rr
+		d.logRemovals(rr)
+		if err != nil {
+			return fmt.Errorf("finishing cleanup run %s: %w", open[0], err)
+		}
+	}
+	o := retention.RunOptions{Actor: d.actor(), IsolateReconcile: true}
+	if d.Config.Retention.WritersStopped {
+		o.ConfirmWriteOutage = true
+	} else {
+		o.Online = true
+	}
+	rep, err := retention.Run(ctx, d.Store, d.Config.Policy(), o)
+	r.Retention = rep
+	d.logRemovals(rep)
+	if err == nil && rep.Failed > 0 {
+		err = fmt.Errorf("%d table(s) failed or went stale", rep.Failed)
+	}
+	return err
+}
+
+// logRemovals logs every removal of a run (the audit log in the store has
+// the durable lines) and counts it.
+func (d *Daemon) logRemovals(rep *retention.RunReport) {
+	if rep == nil {
+		return
+	}
+	for _, t := range rep.Tables {
+		if t.FilesDeleted == 0 && t.Error == "" {
+			continue
+		}
+		d.Metrics.VersionsRemoved.Add(float64(t.VersionsRemoved))
+		d.Metrics.FilesRemoved.Add(float64(t.FilesDeleted))
+		d.Metrics.BytesRemoved.Add(float64(t.BytesDeleted))
+		args := []any{"table", t.Table, "versions_removed", t.VersionsRemoved, "files_removed", t.FilesDeleted, "bytes_removed", t.BytesDeleted,
+			"operation", rep.OperationID, "cutoff", cutoffOf(rep, t.Table), "actor", d.actor()}
+		if t.Error != "" {
+			d.Logger.Error("table_cleanup_failed", append(args, "error", t.Error)...)
+			continue
+		}
+		d.Logger.Info("removed", args...)
+	}
+	for _, t := range rep.Tables {
+		for _, n := range t.Notes {
+			d.Logger.Warn("table skipped or noted", "table", t.Table, "note", n)
+		}
+	}
+	if rep.Registry.Deleted > 0 {
+		d.Logger.Info("removed", "table", registry.RegistryPath, "versions_removed", rep.Registry.Deleted, "operation", rep.OperationID)
+	}
+}
+
+func cutoffOf(rep *retention.RunReport, table string) string {
+	for _, g := range rep.Boundaries {
+		if g.Path == table {
+			return g.Cutoff
+		}
+	}
+	return ""
+}
+
+func holder(err error) string {
+	var he *claim.HeldError
+	if errors.As(err, &he) && he.Holder != nil {
+		p := he.Holder
+		return fmt.Sprintf("%s (%s, operation %s) on %s pid %d since %s", p.Actor, p.Action, p.OperationID, p.Host, p.PID, p.CreatedAt.Format(time.RFC3339))
+	}
+	return "unknown (the claim object could not be read)"
+}
+
+// refreshMetrics sets the checkpoint and boundary gauges from the store.
+func (d *Daemon) refreshMetrics(ctx context.Context) {
+	_, infos, err := checkpoint.List(ctx, d.Store)
+	if err != nil {
+		d.Logger.Warn("metrics: cannot list checkpoints", "error", err)
+		return
+	}
+	h := checkpoint.Summarize(infos)
+	d.Metrics.LiveCheckpoints.Set(float64(h.LiveCheckpoints))
+	d.Metrics.PinnedVersions.Set(float64(h.PinnedVersions))
+	d.Metrics.Pins.WithLabelValues("missing").Set(float64(h.Missing))
+	if h.Other > 0 {
+		d.Metrics.Pins.WithLabelValues("conflicting").Set(float64(h.Other))
+	}
+	if h.Oldest == nil {
+		d.Metrics.OldestCheckpoint.Set(0)
+	} else {
+		d.Metrics.OldestCheckpoint.Set(d.now().Sub(*h.Oldest).Seconds())
+	}
+	_, snap, err := registry.Open(d.Store, registry.Options{}).Head(ctx)
+	if err != nil {
+		return
+	}
+	rows, err := snap.GCBoundaries()
+	if err != nil {
+		return
+	}
+	for _, g := range rows {
+		d.Metrics.BoundaryTime.WithLabelValues(g.Path).Set(float64(g.At.Unix()))
+		for _, nr := range g.NewestRemoved {
+			d.Metrics.BoundaryRemoved.WithLabelValues(g.Path, nr.Branch).Set(float64(nr.Version))
+		}
+	}
+}
+
+// saveState writes the record after a pass; failing to write it is logged,
+// never fatal (the stamp in memory still governs this process).
+func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
+	st := &d.state
+	st.Window, st.Enabled = d.window(), d.Config.IsEnabled()
+	st.Interval, st.Every = d.Config.interval().String(), d.Config.every().String()
+	host, _ := os.Hostname()
+	st.Daemon = fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+	end := r.Finished
+	st.LastPass = &end
+	if !d.lastRetention.IsZero() {
+		lr := d.lastRetention.UTC()
+		st.LastRetention = &lr
+		next := lr.Add(d.Config.every())
+		st.NextRetentionDue = &next
+	}
+	if d.retryPending {
+		next := end.Add(d.Config.interval())
+		st.NextRetentionDue = &next
+	}
+	if !d.Config.RetentionOn() || !d.Config.IsEnabled() {
+		st.NextRetentionDue = nil
+	}
+	if r.RetentionCompleted && r.Retention != nil {
+		st.LastRetentionOperation = r.Retention.OperationID
+	}
+	if d.Store.ReadOnly() || !d.Config.IsEnabled() {
+		return // disabled: no background mutation at all, not even the record
+	}
+	if err := writeState(ctx, d.Store, st); err != nil {
+		r.StateError = err.Error()
+		d.Logger.Warn("the daemon's record could not be written", "key", StateKey, "error", err)
+	}
+}

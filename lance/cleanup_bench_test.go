@@ -1,0 +1,275 @@
+package lance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/internal/lancetest"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// The cleanup benchmark: a LanceDB table of 1,000 single-row appends,
+// compacted once without cleanup (so the 1,000 small data files are
+// referenced only by old versions), cleaned on identical copies by retain
+// and by Lance's own cleanup (optimize with a cut-off of now; nothing is
+// left to compact, so it is Lance's cleanup that runs). Both must leave the
+// same files. Run:
+//
+//	go test -run '^$' -bench BenchmarkCleanup1000Versions -benchtime 1x ./lance/
+//
+// The dataset is built once (about a minute) into .tools/ and reused.
+// retain runs in a child process (the test binary, TestCleanupBenchChild)
+// so its peak RSS (VmHWM) is its own, not the benchmark's or Node's.
+
+const benchVersions = 1000
+
+// benchCleanupDataset returns the cached dataset's directory (holding
+// db/t.lance), building it on first use into a temporary folder renamed
+// into place when complete (a concurrent builder loses the rename and
+// uses the winner's).
+func benchCleanupDataset(b *testing.B) string {
+	tools := filepath.Dir(lancetest.Dir(b))
+	dir := filepath.Join(tools, fmt.Sprintf("lance-cleanup-bench-%d-lancedb-%s", benchVersions, lancetest.LanceDBVersion))
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	tmp, err := os.MkdirTemp(tools, ".building-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	start := time.Now()
+	b.Logf("building the benchmark dataset (%d versions) into %s, once", benchVersions, dir)
+	oracleRun(b, map[string]any{"kind": "build", "dir": filepath.Join(tmp, "db"), "table": "t", "skipVersions": true,
+		"steps": []step{
+			{"op": "create", "rows": 1},
+			{"op": "addMany", "count": benchVersions - 1},
+			// Compaction and index optimization only: a cut-off at the
+			// epoch removes no version.
+			{"op": "optimize", "cleanupOlderThanAt": 0},
+		}})
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(dir); serr != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("built in %v", time.Since(start).Round(time.Second))
+	return dir
+}
+
+// benchChildReport is what TestCleanupBenchChild prints.
+type benchChildReport struct {
+	PlanMs, ExecMs  float64
+	Counts          testkit.Counts
+	Versions        int
+	VersionsRemoved int
+	FilesDeleted    int
+	BytesDeleted    int64
+	ManifestBytes   int64 // every manifest read
+	LargestManifest int64
+	RSSStartKB      int64
+	HWMKB           int64  // peak RSS of the process (VmHWM)
+	PeakHeapBytes   uint64 // heap objects, dead ones not yet swept included
+	PeakLiveBytes   uint64 // heap marked live by a GC cycle
+	PlanBytes       int    // the plan's JSON form, for scale
+}
+
+func BenchmarkCleanup1000Versions(b *testing.B) {
+	src := benchCleanupDataset(b)
+	// Sums over iterations, reported as means.
+	var retainMs, planMs, lanceMs, reqs, hwm, heap, liveHeap, lanceRSS float64
+	iters := 0
+	for b.Loop() {
+		b.StopTimer()
+		tmp := b.TempDir()
+		retainDir, lanceDir := filepath.Join(tmp, "retain"), filepath.Join(tmp, "lance")
+		copyTree(b, filepath.Join(src, "db"), filepath.Join(retainDir, "db"))
+		copyTree(b, filepath.Join(src, "db"), filepath.Join(lanceDir, "db"))
+		b.StartTimer()
+
+		// retain, in a child process.
+		cmd := testkit.Child("TestCleanupBenchChild", []string{"RETAIN_CLEANUP_BENCH_DIR=" + retainDir})
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("child: %v\n%s\n%s", err, out.String(), errb.String())
+		}
+		var rep benchChildReport
+		_, js, ok := strings.Cut(out.String(), "BENCH ")
+		if !ok {
+			b.Fatalf("child printed no report:\n%s", out.String())
+		}
+		js, _, _ = strings.Cut(js, "\n")
+		if err := json.Unmarshal([]byte(js), &rep); err != nil {
+			b.Fatal(err)
+		}
+
+		// Lance's own cleanup on the identical copy.
+		var lance struct {
+			Before, After uint64
+			Ms            float64
+			MaxRssKb      int64
+			RSSBeforeKb   int64 `json:"rssBeforeKb"`
+			Stats         struct {
+				Prune struct{ BytesRemoved, OldVersionsRemoved int64 }
+			}
+		}
+		res := oracleRun(b, map[string]any{"kind": "optimize", "dir": filepath.Join(lanceDir, "db"), "table": "t",
+			"olderThanAt": time.Now().UnixMilli(), "deleteUnverified": false})
+		if err := json.Unmarshal(res[0], &lance); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+
+		// Identical copies end identical: the same files removed.
+		ra, la := treeStat(b, filepath.Join(retainDir, "db", "t.lance")), treeStat(b, filepath.Join(lanceDir, "db", "t.lance"))
+		var onlyR, onlyL []string
+		for k := range ra {
+			if _, ok := la[k]; !ok && !isHint(k) {
+				onlyR = append(onlyR, k)
+			}
+		}
+		for k := range la {
+			if _, ok := ra[k]; !ok && !isHint(k) {
+				onlyL = append(onlyL, k)
+			}
+		}
+		if len(onlyR)+len(onlyL) > 0 || lance.After != lance.Before {
+			b.Errorf("after the cleanups: %d files only in retain's copy (%.3v), %d only in Lance's (%.3v); Lance's optimize v%d→v%d",
+				len(onlyR), onlyR, len(onlyL), onlyL, lance.Before, lance.After)
+		}
+		iters++
+		retainMs += rep.PlanMs + rep.ExecMs
+		planMs += rep.PlanMs
+		lanceMs += lance.Ms
+		reqs += float64(rep.Counts.Total()) / float64(rep.VersionsRemoved)
+		hwm += float64(rep.HWMKB) / 1024
+		heap += float64(rep.PeakHeapBytes) / (1 << 20)
+		liveHeap += float64(rep.PeakLiveBytes) / (1 << 20)
+		lanceRSS += float64(lance.MaxRssKb) / 1024
+		b.Logf("retain: %d versions, %d removed, %d objects deleted (%d bytes), plan %.0f ms + execute %.0f ms; requests %+v (total %d); "+
+			"manifests read %d bytes, largest %d; RSS at start %d KiB, peak %d KiB; peak Go heap %d KiB, peak live heap %d KiB; plan JSON %d bytes",
+			rep.Versions, rep.VersionsRemoved, rep.FilesDeleted, rep.BytesDeleted, rep.PlanMs, rep.ExecMs, rep.Counts, rep.Counts.Total(),
+			rep.ManifestBytes, rep.LargestManifest, rep.RSSStartKB, rep.HWMKB, rep.PeakHeapBytes>>10, rep.PeakLiveBytes>>10, rep.PlanBytes)
+		b.Logf("Lance: optimize %.0f ms, removed %d versions and %d bytes; Node RSS with the table open %d KiB, peak %d KiB",
+			lance.Ms, lance.Stats.Prune.OldVersionsRemoved, lance.Stats.Prune.BytesRemoved, lance.RSSBeforeKb, lance.MaxRssKb)
+		b.StartTimer()
+	}
+	n := float64(iters)
+	b.ReportMetric(retainMs/n, "retain-ms")
+	b.ReportMetric(planMs/n, "retain-plan-ms")
+	b.ReportMetric(lanceMs/n, "lance-ms")
+	b.ReportMetric(lanceMs/retainMs, "lance/retain")
+	b.ReportMetric(reqs/n, "req/removed-version")
+	b.ReportMetric(hwm/n, "retain-peak-RSS-MiB")
+	b.ReportMetric(heap/n, "retain-peak-heap-MiB")
+	b.ReportMetric(liveHeap/n, "retain-peak-live-heap-MiB")
+	b.ReportMetric(lanceRSS/n, "lance-node-peak-RSS-MiB")
+}
+
+// TestCleanupBenchChild is the benchmark's retain side, run in a child
+// process: it plans and executes the cleanup of the dataset under
+// $RETAIN_CLEANUP_BENCH_DIR through a counting localfs store and prints a
+// report with its request counts and peak memory.
+func TestCleanupBenchChild(t *testing.T) {
+	dir := os.Getenv("RETAIN_CLEANUP_BENCH_DIR")
+	if dir == "" {
+		t.Skip("the cleanup benchmark's child process")
+	}
+	rep := benchChildReport{RSSStartKB: procStatusKB(t, "VmRSS")}
+	// Sample the live heap: VmHWM also counts memory the Go runtime holds
+	// but does not use.
+	var peak, live atomic.Uint64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/heap/live:bytes"}}
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			metrics.Read(s)
+			if v := s[0].Value.Uint64(); v > peak.Load() {
+				peak.Store(v)
+			}
+			if v := s[1].Value.Uint64(); v > live.Load() {
+				live.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := testkit.NewCounting(drv)
+	s, err := core.NewStore(bg, "localfs", counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := mustOpen(t, s, "db/t.lance")
+	start := time.Now()
+	plan, err := d.PlanCleanup(bg, Policy{OlderThan: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.PlanMs = float64(time.Since(start).Microseconds()) / 1000
+	start = time.Now()
+	res, err := d.ExecuteCleanup(bg, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.ExecMs = float64(time.Since(start).Microseconds()) / 1000
+	close(stop)
+	<-sampled
+	rep.Counts = counting.Counts()
+	rep.Versions, rep.VersionsRemoved = len(plan.Versions), plan.Totals.VersionsRemoved
+	rep.FilesDeleted, rep.BytesDeleted = res.FilesDeleted, res.BytesDeleted
+	for _, v := range plan.Versions {
+		rep.ManifestBytes += v.Size
+		rep.LargestManifest = max(rep.LargestManifest, v.Size)
+	}
+	runtime.KeepAlive(plan)
+	rep.HWMKB = procStatusKB(t, "VmHWM")
+	rep.PeakHeapBytes, rep.PeakLiveBytes = peak.Load(), live.Load()
+	pj, _ := json.Marshal(plan)
+	rep.PlanBytes = len(pj)
+	js, _ := json.Marshal(rep)
+	fmt.Printf("BENCH %s\n", js)
+}
+
+// procStatusKB reads one "kB" field of /proc/self/status.
+func procStatusKB(t testing.TB, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}

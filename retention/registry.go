@@ -1,0 +1,182 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// The registry's own cleanup (issue 7, section 3.5). Registry versions are
+// whole snapshots, so an old one depends on nothing and nothing depends on
+// it except the checkpoints whose registry pin (`_m_` tag) names it. A run
+// removes a registry version only when all of these hold:
+//   - it is older than the head the run's boundary commit makes (the head
+//     and anything newer are never candidates);
+//   - no tag under _retain/registry/_refs/tags names it, and no live
+//     checkpoint's header does (a live checkpoint whose `_m_` tag went
+//     missing still keeps its version: fail closed);
+//   - the window allows it: not among the newest KeepLast versions (the
+//     boundary commit counting as the newest), and written before the
+//     cut-off when OlderThan is set.
+// The list is made while planning, under the claim, and journaled; the run
+// re-reads the registry pins right before deleting.
+
+// registryPins returns the registry versions that registry pin tags and
+// live checkpoints keep.
+func registryPins(ctx context.Context, s *core.Store, snap *registry.Snapshot) (map[uint64]string, error) {
+	keep := map[uint64]string{}
+	ds, err := lance.Open(s, registry.RegistryPath)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := ds.ListTags(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry pins under %s/_refs/tags: %w", registry.RegistryPath, err)
+	}
+	for _, t := range tags {
+		keep[t.Version] = "registry pin " + t.Name
+	}
+	for _, c := range snap.Live() {
+		if _, ok := keep[uint64(c.RegistryVersion)]; !ok {
+			keep[uint64(c.RegistryVersion)] = fmt.Sprintf("checkpoint %s (%s)", c.Name, c.ID)
+		}
+	}
+	return keep, nil
+}
+
+// planRegistry lists the registry versions the run removes. snap is the
+// head the run plans against; boundary says whether the run commits a new
+// head on top of it.
+func planRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot, p Policy, now time.Time, boundary bool) (RegistryCleanup, error) {
+	rc := RegistryCleanup{Remove: []uint64{}, State: TableDone}
+	objs, err := s.List(ctx, registry.VersionsPrefix, 0)
+	if err != nil {
+		return rc, fmt.Errorf("listing the registry's versions: %w", err)
+	}
+	type version struct {
+		v   uint64
+		mod time.Time
+	}
+	var vs []version
+	for _, o := range objs {
+		v, ok := registry.ParseVersionKey(o.Key)
+		if !ok {
+			continue // not a version object: never ours to delete
+		}
+		if uint64(v) <= uint64(snap.Version) {
+			vs = append(vs, version{uint64(v), o.ModTime})
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].v > vs[j].v }) // newest first
+	keep, err := registryPins(ctx, s, snap)
+	if err != nil {
+		return rc, err
+	}
+	floor, err := registry.Open(s, registry.Options{}).RecordedVersion(ctx)
+	if err != nil {
+		return rc, err
+	}
+	if boundary && floor == snap.Version {
+		// The boundary commit will record itself; cleanRegistry checks the
+		// record again before deleting, and keeps the old head if that
+		// record write was lost.
+		floor++
+	}
+	newer := 0 // versions kept newer than this one, the boundary commit included
+	if boundary {
+		newer = 1
+	}
+	var cutoff time.Time
+	if p.OlderThan > 0 {
+		cutoff = now.Add(-p.OlderThan)
+	}
+	for i, v := range vs {
+		rank := newer + i // versions newer than v
+		switch {
+		case v.v == uint64(snap.Version) && !boundary:
+			rc.Kept++ // the head
+		case keep[v.v] != "":
+			rc.Kept++
+		case floor > 0 && v.v >= uint64(floor):
+			rc.Kept++ // the head record's version and above: the chain to the head
+		case p.KeepLast > 0 && rank < p.KeepLast:
+			rc.Kept++
+		case p.OlderThan > 0 && (v.mod.IsZero() || !v.mod.Before(cutoff)):
+			rc.Kept++ // inside the window, or of unknown age: keep
+		case p.KeepLast == 0 && p.OlderThan == 0:
+			rc.Kept++
+		default:
+			rc.Remove = append(rc.Remove, v.v)
+		}
+	}
+	sort.Slice(rc.Remove, func(i, j int) bool { return rc.Remove[i] < rc.Remove[j] })
+	if len(rc.Remove) > 0 {
+		rc.State = TablePending
+	}
+	return rc, nil
+}
+
+// cleanRegistry deletes the journaled registry versions that the registry
+// pins still do not keep; failures are recorded for resume.
+func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *RegistryCleanup) {
+	reg := registry.Open(s, registry.Options{})
+	_, snap, err := reg.Head(ctx)
+	var keep map[uint64]string
+	var floor registry.Version
+	if err == nil {
+		keep, err = registryPins(ctx, s, snap)
+	}
+	if err == nil {
+		floor, err = reg.RecordedVersion(ctx)
+	}
+	if err != nil {
+		rc.State, rc.Error = TableFailed, "re-reading the registry pins: "+err.Error()
+		return
+	}
+	var keys []string
+	for _, v := range rc.Remove {
+		if keep[v] != "" || v >= uint64(snap.Version) || (floor > 0 && v >= uint64(floor)) {
+			continue // pinned since planning: kept
+		}
+		keys = append(keys, registry.VersionKey(registry.Version(v)))
+	}
+	if len(keys) == 0 {
+		rc.State, rc.Error = TableDone, ""
+		return
+	}
+	line := AuditRecord{Event: AuditRemoving, Table: registry.RegistryPath, FilesPlanned: len(keys)}
+	for _, k := range keys {
+		v, _ := registry.ParseVersionKey(k)
+		line.Versions = append(line.Versions, fmt.Sprintf("registry v%d", v))
+	}
+	if err := au.write(ctx, line); err != nil {
+		rc.State, rc.Error = TableFailed, "nothing deleted: "+err.Error()
+		return
+	}
+	res, err := s.DeleteMany(ctx, keys)
+	rc.State, rc.Error, rc.Deleted = TableDone, "", 0
+	if err != nil {
+		rc.State, rc.Error = TableFailed, "deleting old registry versions: "+err.Error()
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			rc.State, rc.Error = TableFailed, fmt.Sprintf("deleting %s: %v", r.Key, r.Err)
+			continue
+		}
+		if err == nil {
+			rc.Deleted++
+		}
+	}
+	line.Event, line.VersionsRemoved, line.FilesRemoved = AuditRemoved, rc.Deleted, rc.Deleted
+	if rc.State == TableFailed {
+		line.Event, line.Error = AuditRemoveFailed, rc.Error
+	}
+	if err := au.write(ctx, line); err != nil && rc.State != TableFailed {
+		rc.Error = "the audit line of the outcome was not written: " + err.Error()
+	}
+}

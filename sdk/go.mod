@@ -1,13 +1,13 @@
 module github.com/retain-dev/retain/sdk
 
-go 1.25.0
+go 1.24
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/go-plugin v1.8.0
-	golang.org/x/sys v0.47.0
-	google.golang.org/grpc v1.84.0
+	golang.org/x/sys v0.31.0
+	google.golang.org/grpc v1.64.1
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -18,7 +18,7 @@ require (
 	github.com/mattn/go-colorable v0.1.12 // indirect
 	github.com/mattn/go-isatty v0.0.17 // indirect
 	github.com/oklog/run v1.1.0 // indirect
-	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800 // indirect
+	golang.org/x/net v0.38.0 // indirect
+	golang.org/x/text v0.23.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20240318140521-94a12d6c2237 // indirect
 )

@@ -22,7 +22,7 @@ import (
 // library (RunTests, Run) and the CLI (`conformance run`), in the manner of
 // csi-test's sanity package.
 type Config struct {
-	// Adapter is a bundled adapter's name ("localfs") or the path of a
+	// Adapter is the name of one of Adapters ("localfs") or the path of a
 	// vendor's adapter binary (anything containing a '/').
 	Adapter string `json:"adapter"`
 	// SHA256 is the hex digest the adapter binary must have; required with
@@ -73,10 +73,10 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// isPath says whether Adapter names a binary rather than a bundled adapter.
+// isPath says whether Adapter names a binary rather than one of Adapters.
 func (c *Config) isPath() bool { return strings.Contains(c.Adapter, "/") }
 
-func (c *Config) bundled(name string) (core.Adapter, bool) {
+func (c *Config) carried(name string) (core.Adapter, bool) {
 	for _, a := range c.Adapters {
 		if a.Name == name {
 			return a, true
@@ -93,7 +93,7 @@ func (c *Config) validate() (core.Location, *regexp.Regexp, error) {
 		return core.Location{}, nil, core.Errorf("conformance", "", core.ErrInvalidArgument, format, args...)
 	}
 	if c.Adapter == "" {
-		return bad("no adapter: give a bundled name (%s) or a binary path with --sha256", c.names())
+		return bad("no adapter: give the name of one this binary carries (%s) or a binary path with --sha256", c.names())
 	}
 	if c.Processes < 2 || c.Rounds < 1 {
 		return bad("processes must be at least 2 and rounds at least 1 (got %d, %d)", c.Processes, c.Rounds)
@@ -114,12 +114,12 @@ func (c *Config) validate() (core.Location, *regexp.Regexp, error) {
 			return bad("adapter binary %s needs --sha256 (sha256sum %s)", c.Adapter, c.Adapter)
 		}
 		if c.Store == "" {
-			return bad("adapter binary %s needs --store: only bundled file adapters have a default store", c.Adapter)
+			return bad("adapter binary %s needs --store: only file adapters this binary carries have a default store", c.Adapter)
 		}
 	} else {
-		a, ok := c.bundled(c.Adapter)
+		a, ok := c.carried(c.Adapter)
 		if !ok {
-			return bad("unknown adapter %q: bundled ones are %s; a vendor binary is given by path", c.Adapter, c.names())
+			return bad("unknown adapter %q: this binary carries %s; a vendor binary is given by path", c.Adapter, c.names())
 		}
 		schemes = a.Schemes
 	}
@@ -169,7 +169,7 @@ func contains(list []string, s string) bool {
 func (c *Config) open(ctx context.Context, loc core.Location) (core.Driver, error) {
 	switch {
 	case c.InProcess:
-		a, _ := c.bundled(c.Adapter)
+		a, _ := c.carried(c.Adapter)
 		return a.Open(ctx, loc)
 	case c.isPath():
 		return pluginproto.Launch(ctx, pluginproto.LaunchConfig{
@@ -181,7 +181,7 @@ func (c *Config) open(ctx context.Context, loc core.Location) (core.Driver, erro
 }
 
 // binaryDigest is the SHA-256 of the code that serves the adapter: the
-// vendor's binary, or this executable for bundled adapters.
+// vendor's binary, or this executable for the adapters it carries.
 func (c *Config) binaryDigest() (path, digest string) {
 	path = c.Adapter
 	if !c.isPath() {

@@ -30,6 +30,24 @@ const envPluginHost = "RETAIN_CONFORMANCE_PLUGIN_HOST"
 
 const exitNotDispatched = 86
 
+// exitIfNotDispatched ends a process that its parent launched as one of
+// the suite's plugins or workers but that reached the suite instead of
+// Dispatch (a TestMain without the call), and so runs the suite again: it
+// would launch copies of itself without end. Run calls it first. The
+// parent turns the exit status into an error naming the fix (launchSelf)
+// or a failed worker.
+func exitIfNotDispatched() {
+	if len(os.Args) < 2 {
+		return
+	}
+	plugin := os.Args[1] == pluginSubcommand && os.Getenv(envPluginHost) == strconv.Itoa(os.Getppid())
+	worker := os.Args[1] == WorkerSubcommand && os.Getenv(workerEnv) != ""
+	if plugin || worker {
+		os.Stderr.WriteString("conformance: launched as " + os.Args[1] + " but main did not call conformance.Dispatch; exiting\n")
+		os.Exit(exitNotDispatched)
+	}
+}
+
 func serveSelf(adapters []core.Adapter, name string) error {
 	names := make([]string, 0, len(adapters))
 	for _, a := range adapters {
@@ -45,10 +63,6 @@ func serveSelf(adapters []core.Adapter, name string) error {
 }
 
 func launchSelf(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*pluginproto.Client, error) {
-	if v := os.Getenv(envPluginHost); v != "" && v == strconv.Itoa(os.Getppid()) && len(os.Args) >= 2 && os.Args[1] == pluginSubcommand {
-		os.Stderr.WriteString("conformance: launched as a plugin but main did not call conformance.Dispatch; exiting\n")
-		os.Exit(exitNotDispatched)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, &core.Error{Op: "launch", Kind: core.ErrUnavailable, Err: err,

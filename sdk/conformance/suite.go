@@ -188,6 +188,7 @@ func (s *suite) removeAll(ctx context.Context) (left []string, err error) {
 // could not start (bad configuration, adapter that does not launch); case
 // failures are in the report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	exitIfNotDispatched()
 	ctx, cancel := context.WithTimeout(ctx, timeoutOf(cfg))
 	defer cancel()
 	start := time.Now()

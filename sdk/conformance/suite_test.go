@@ -1,8 +1,12 @@
 package conformance_test
 
 import (
+	"context"
+	"errors"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/retain-dev/retain/sdk/conformance"
 	"github.com/retain-dev/retain/sdk/core"
@@ -14,9 +18,28 @@ import (
 // emulator, and on the example adapter (sdk/examples).
 var adapters = []core.Adapter{memstore.Adapter}
 
+// noDispatch makes TestMain leave out Dispatch, as a vendor's TestMain
+// that forgot the call does.
+const noDispatch = "RETAIN_CONFORMANCE_TEST_NO_DISPATCH"
+
 func TestMain(m *testing.M) {
-	conformance.Dispatch(adapters)
+	if os.Getenv(noDispatch) == "" {
+		conformance.Dispatch(adapters)
+	}
 	os.Exit(m.Run())
+}
+
+// A test binary whose TestMain does not call Dispatch gets an error naming
+// the call, at once, rather than launching copies of itself (each of which
+// would run the suite again) until a timeout.
+func TestRunWithoutDispatchNamesTheFix(t *testing.T) {
+	t.Setenv(noDispatch, "1") // the plugin child inherits it
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := conformance.Run(ctx, conformance.Config{Adapter: "memory", Adapters: adapters, Run: "^contract/"})
+	if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), "conformance.Dispatch") {
+		t.Fatalf("Run without Dispatch: %v; want invalid argument naming conformance.Dispatch", err)
+	}
 }
 
 func TestSuiteMemoryInProcess(t *testing.T) {

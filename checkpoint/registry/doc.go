@@ -15,10 +15,10 @@
 // costs one listing request of page size 2 plus one get, at any depth. Old
 // versions are never rewritten; they stay for the pins that keep them.
 //
-//	reg := checkpoint.Open(store, checkpoint.Options{Scope: claim.ScopeFor(loc)})
+//	reg := registry.Open(store, registry.Options{Scope: claim.ScopeFor(loc)})
 //	v, snap, err := reg.Head(ctx)          // version 0 and Empty() on a new store
 //	draft := snap.Next()                   // version v+1, a deep copy
-//	_, err = draft.Reserve(checkpoint.NewCheckpoint{...})
+//	_, err = draft.Reserve(registry.NewCheckpoint{...})
 //	ref, err := reg.Commit(ctx, v, draft)  // ErrConflict: re-read, re-apply, retry
 //
 // A snapshot (JSON, format 1) holds name reservations (live | tombstoned,

@@ -1,0 +1,101 @@
+package latency
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+const fixtures = "../../lance/testdata"
+
+// rtt is the delay the proxy adds to every request: a realistic S3 round
+// trip.
+const rtt = 20 * time.Millisecond
+
+// BenchmarkStoreCommands runs the store-wide commands on 30 tables × 3
+// versions on versitygw behind a proxy adding 20 ms to every request, in
+// the order an operator would: checkpoint create, show --deep, reconcile,
+// cleanup preview --keep-last 1 and cleanup run --keep-last 1 (the tables
+// are uploaded again, at no delay, before each run). rtt/op is wall time
+// in round trips of the injected delay; peak-in-flight is the most
+// requests the proxy saw at once.
+//
+//	go test -run '^$' -bench StoreCommands -benchtime 1x ./internal/latency/
+func BenchmarkStoreCommands(b *testing.B) {
+	for _, tables := range []int{30} {
+		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) { storeCommands(b, tables) })
+	}
+}
+
+func storeCommands(b *testing.B, tables int) {
+	st := NewS3(b, rtt)
+	upload := func() {
+		for i := range tables {
+			Upload(b, st.Fast, fixtures+"/v2-appends.lance", fmt.Sprintf("t%04d.lance", i))
+		}
+	}
+	upload()
+	ctx := context.Background()
+	created := 0
+	for _, op := range []struct {
+		name  string
+		setup func()
+		run   func(s *core.Store) error
+	}{
+		{"checkpoint-create", nil, func(s *core.Store) error {
+			created++
+			_, err := checkpoint.Create(ctx, s, fmt.Sprintf("cp-%d", created), "")
+			return err
+		}},
+		{"checkpoint-show-deep", nil, func(s *core.Store) error { _, err := checkpoint.Show(ctx, s, "cp-1", true); return err }},
+		{"reconcile", nil, func(s *core.Store) error { _, err := checkpoint.Reconcile(ctx, s); return err }},
+		{"cleanup-preview", nil, func(s *core.Store) error {
+			_, err := retention.Preview(ctx, s, retention.Policy{KeepLast: 1})
+			return err
+		}},
+		{"cleanup-run", upload, func(s *core.Store) error {
+			_, err := retention.Run(ctx, s, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
+			return err
+		}},
+	} {
+		b.Run(op.name, func(b *testing.B) {
+			var elapsed time.Duration
+			var reqs int64
+			peak := 0
+			for b.Loop() {
+				if op.setup != nil {
+					op.setup()
+				}
+				st.Proxy.Reset()
+				start := time.Now()
+				if err := op.run(st.Slow); err != nil {
+					b.Fatal(err)
+				}
+				elapsed += time.Since(start)
+				s := st.Proxy.Stats()
+				reqs += s.Requests
+				peak = max(peak, s.Peak)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(elapsed)/float64(rtt)/n, "rtt/op")
+			b.ReportMetric(float64(reqs)/n, "requests/op")
+			b.ReportMetric(float64(peak), "peak-in-flight")
+			b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
+		})
+	}
+}
+
+// peakRSSMiB is this process's peak resident set so far.
+func peakRSSMiB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024 // Linux reports KiB
+}

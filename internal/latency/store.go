@@ -1,0 +1,67 @@
+package latency
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/s3"
+	"github.com/retain-dev/retain/internal/emulator"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// S3 is one store on versitygw twice: Slow through a Proxy that adds the
+// delay to every request (what is measured), Fast straight to the emulator
+// (for setting up fixtures without paying the delay).
+type S3 struct {
+	Slow, Fast *core.Store
+	Proxy      *Proxy
+}
+
+// NewS3 starts versitygw with a bucket and opens the store s3://bucket/store
+// both ways, in process (the plugin boundary is measured elsewhere).
+func NewS3(tb testing.TB, delay time.Duration) *S3 {
+	tb.Helper()
+	e := emulator.Versitygw(tb)
+	e.CreateBucket(tb, "latency")
+	emulator.IsolateAWS(tb, e.Env())
+	p := NewProxy(tb, e.Endpoint, delay)
+	open := func(endpoint string) *core.Store {
+		loc := core.Location{Scheme: "s3", Bucket: "latency", Prefix: "store", Options: map[string]string{"endpoint": endpoint}}
+		d, err := s3.Open(context.Background(), loc)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s, err := core.NewStore(context.Background(), "s3", d)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { s.Close() })
+		return s.At(loc)
+	}
+	return &S3{Slow: open(p.URL), Fast: open(e.Endpoint), Proxy: p}
+}
+
+// Upload copies the Lance table in folder src (a fixture on disk) to the
+// store under dst.
+func Upload(tb testing.TB, s *core.Store, src, dst string) {
+	tb.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		_, err = s.PutBytes(context.Background(), dst+"/"+filepath.ToSlash(rel), b, core.PutOptions{})
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}

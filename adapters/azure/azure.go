@@ -72,6 +72,9 @@ const (
 	// maxListPage keeps a listing page well under the plugin's 4 MiB gRPC
 	// message limit even with 1 KiB keys (Azure allows 5000).
 	maxListPage = 1000
+	// parallelism: Blob Storage serves many requests at once; 32 keeps a
+	// store-wide pass quick without tripping an account's throttling.
+	parallelism = 32
 	// maxBlobNameChars and maxBlobSegments are Azure's blob name limits.
 	maxBlobNameChars = 1024
 	maxBlobSegments  = 254
@@ -211,7 +214,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 			Reason: "one Put Blob request with If-None-Match: *; the service refuses it with 409 BlobAlreadyExists when the blob exists"},
 		ReplaceIfVersion: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
 			Reason: "one Put Blob request with If-Match: <ETag>; the service refuses it with 412 ConditionNotMet when the ETag differs"},
-		Limits:         core.Limits{MaxObjectSize: MaxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
+		Limits:         core.Limits{MaxObjectSize: MaxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		UniqueVersions: true,

@@ -68,6 +68,9 @@ const (
 	maxObjectSize  = 5 << 40
 	maxDeleteBatch = 1000
 	maxListPage    = 1000
+	// parallelism: GCS serves many requests at once; 32 keeps a store-wide
+	// pass quick well inside a bucket's request rate.
+	parallelism = 32
 	// deleteConcurrency bounds the deletes one DeleteMany runs at once: GCS
 	// has no batch delete in the JSON API the Go client speaks.
 	deleteConcurrency = 16
@@ -293,7 +296,7 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 			Reason: "upload with ifGenerationMatch=0 (Conditions.DoesNotExist): GCS answers 412 if any live generation exists, atomically for every writer"},
 		ReplaceIfVersion: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
 			Reason: "upload with ifGenerationMatch=<generation>: GCS answers 412 unless that generation is the live one"},
-		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
+		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		UniqueVersions: true,

@@ -73,6 +73,9 @@ const (
 
 	maxDeleteBatch = 1000
 	maxListPage    = 1000
+	// parallelism: a local disk gains little past a few requests at once,
+	// and each costs a file descriptor or two.
+	parallelism = 4
 )
 
 // Adapter opens localfs stores for file:// locations (and plain paths,

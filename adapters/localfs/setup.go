@@ -60,7 +60,7 @@ func (k fsKind) String() string { return fmt.Sprintf("%s (statfs magic 0x%x)", k
 // xattrs on the root's filesystem, and fixes the capabilities.
 func (d *Driver) setup(o openOptions) error {
 	caps := core.Capabilities{
-		Limits:         core.Limits{MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
+		Limits:         core.Limits{MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		Notes: []string{

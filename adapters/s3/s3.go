@@ -62,6 +62,9 @@ const (
 	maxObjectSize  = 5 << 30
 	maxDeleteBatch = 1000 // DeleteObjects takes at most 1,000 keys
 	maxListPage    = 1000 // ListObjectsV2 returns at most 1,000 keys
+	// parallelism: S3 serves thousands of requests a second per prefix;
+	// 32 in flight keeps a store-wide pass quick and far below that.
+	parallelism = 32
 )
 
 // Adapter opens S3 stores for s3:// locations.
@@ -321,7 +324,7 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 // baseCapabilities are what every open declares, before the probe.
 func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Capabilities {
 	return core.Capabilities{
-		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage},
+		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		// ETags are content hashes: the same bytes give the same token.

@@ -132,6 +132,10 @@ type Limits struct {
 	MaxObjectSize  int64 `json:"max_object_size,omitempty"`
 	MaxDeleteBatch int   `json:"max_delete_batch,omitempty"`
 	MaxListPage    int   `json:"max_list_page,omitempty"`
+	// Parallelism is how many requests the backend serves well at once:
+	// the default bound of a Store's limiter (small for a local disk,
+	// 32–64 for an object store). 0 means DefaultParallelism.
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 // Capabilities is what an adapter declares about itself. The conformance

@@ -19,15 +19,60 @@ type Store struct {
 	d       Driver
 	caps    Capabilities
 	loc     Location
+	// slots bounds the requests in flight through this store and every
+	// copy of it (At): each driver call holds one while it waits for its
+	// answer, so fan-outs nested in fan-outs never put more than
+	// Parallelism() in flight.
+	slots chan struct{}
 }
 
-// NewStore wraps d, reading its capabilities once.
+// DefaultParallelism bounds a store whose adapter declares no
+// Limits.Parallelism; MaxParallelism bounds any store.
+const (
+	DefaultParallelism = 8
+	MaxParallelism     = 256
+)
+
+// NewStore wraps d, reading its capabilities once. The store's limiter
+// starts at the adapter's declared Limits.Parallelism.
 func NewStore(ctx context.Context, adapter string, d Driver) (*Store, error) {
 	caps, err := d.Capabilities(ctx)
 	if err != nil {
 		return nil, shape("capabilities", "", err)
 	}
-	return &Store{adapter: adapter, d: d, caps: caps}, nil
+	s := &Store{adapter: adapter, d: d, caps: caps}
+	return s.WithParallelism(caps.Limits.Parallelism), nil
+}
+
+// WithParallelism returns a copy of s whose requests (its own and its
+// copies') have a limiter of their own allowing n in flight: the
+// operator's --parallelism. n < 1 means the adapter's declared default
+// (DefaultParallelism if it declares none); n is at most MaxParallelism.
+// Call it once, right after opening, before handing the store out.
+func (s *Store) WithParallelism(n int) *Store {
+	if n < 1 {
+		n = s.caps.Limits.Parallelism
+	}
+	if n < 1 {
+		n = DefaultParallelism
+	}
+	c := *s
+	c.slots = make(chan struct{}, min(n, MaxParallelism))
+	return &c
+}
+
+// Parallelism is how many requests the store lets be in flight at once:
+// the width a store-wide operation fans out to.
+func (s *Store) Parallelism() int { return cap(s.slots) }
+
+// slot waits for room for one more request in flight; done gives it back.
+func (s *Store) slot(ctx context.Context, op, key string) (done func(), err error) {
+	select {
+	case s.slots <- struct{}{}:
+		return func() { <-s.slots }, nil
+	case <-ctx.Done():
+		return nil, shape(op, key, ctx.Err())
+	}
 }
 
 // At returns a copy of s that knows it lives at loc. Operations that scope
@@ -73,7 +118,14 @@ func (s *Store) Get(ctx context.Context, key string) (*Reader, error) {
 	if err := ValidateKey("get", key); err != nil {
 		return nil, err
 	}
+	done, err := s.slot(ctx, "get", key)
+	if err != nil {
+		return nil, err
+	}
+	// The slot is held until the answer, not while the body streams: a
+	// caller may hold a reader open while it makes other requests.
 	r, err := s.d.Get(ctx, key)
+	done()
 	if err != nil {
 		return nil, shape("get", key, err)
 	}
@@ -104,7 +156,12 @@ func (s *Store) Stat(ctx context.Context, key string) (Info, error) {
 	if err := ValidateKey("stat", key); err != nil {
 		return Info{}, err
 	}
+	done, err := s.slot(ctx, "stat", key)
+	if err != nil {
+		return Info{}, err
+	}
 	info, err := s.d.Stat(ctx, key)
+	done()
 	if err != nil {
 		return Info{}, shape("stat", key, err)
 	}
@@ -167,7 +224,12 @@ func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts PutOpt
 			return Info{}, Errorf("put", key, ErrLimitExceeded, "%d bytes exceeds the adapter's object size limit of %d", l.Len(), max)
 		}
 	}
+	done, err := s.slot(ctx, "put", key)
+	if err != nil {
+		return Info{}, err
+	}
 	info, err := s.d.Put(ctx, key, body, opts)
+	done()
 	if err != nil {
 		return Info{}, shape("put", key, err)
 	}
@@ -195,7 +257,13 @@ func (s *Store) Delete(ctx context.Context, key string, opts DeleteOptions) erro
 			return &Error{Op: "delete", Key: key, Kind: ErrUnsupported, Err: err}
 		}
 	}
-	if err := s.d.Delete(ctx, key, opts); err != nil {
+	done, err := s.slot(ctx, "delete", key)
+	if err != nil {
+		return err
+	}
+	err = s.d.Delete(ctx, key, opts)
+	done()
+	if err != nil {
 		return shape("delete", key, err)
 	}
 	return nil
@@ -231,7 +299,12 @@ func (s *Store) DeleteMany(ctx context.Context, keys []string) ([]DeleteResult, 
 		for j, i := range send[:n] {
 			chunk[j] = keys[i]
 		}
+		done, err := s.slot(ctx, "delete-many", "")
+		if err != nil {
+			return out, err
+		}
 		res, err := s.d.DeleteMany(ctx, chunk)
+		done()
 		if err != nil {
 			return out, shape("delete-many", "", err)
 		}
@@ -263,7 +336,12 @@ func (s *Store) ListPage(ctx context.Context, opts ListOptions) (ListPage, error
 	if max := s.caps.Limits.MaxListPage; max > 0 && (opts.PageSize == 0 || opts.PageSize > max) {
 		opts.PageSize = max
 	}
+	done, err := s.slot(ctx, "list", opts.Prefix)
+	if err != nil {
+		return ListPage{}, err
+	}
 	page, err := s.d.List(ctx, opts)
+	done()
 	if err != nil {
 		return ListPage{}, shape("list", opts.Prefix, err)
 	}

@@ -83,6 +83,7 @@ func capsToPB(c core.Capabilities) *pb.CapabilitiesResponse {
 			MaxObjectSize:  c.Limits.MaxObjectSize,
 			MaxDeleteBatch: int64(c.Limits.MaxDeleteBatch),
 			MaxListPage:    int64(c.Limits.MaxListPage),
+			Parallelism:    int64(c.Limits.Parallelism),
 		},
 		OrderedList:    c.OrderedList,
 		ListAfterWrite: c.ListAfterWrite,
@@ -110,7 +111,8 @@ func capsFromPB(p *pb.CapabilitiesResponse) core.Capabilities {
 		Notes:            p.Notes,
 	}
 	if l := p.Limits; l != nil {
-		c.Limits = core.Limits{MaxObjectSize: l.MaxObjectSize, MaxDeleteBatch: int(l.MaxDeleteBatch), MaxListPage: int(l.MaxListPage)}
+		c.Limits = core.Limits{MaxObjectSize: l.MaxObjectSize, MaxDeleteBatch: int(l.MaxDeleteBatch), MaxListPage: int(l.MaxListPage),
+			Parallelism: int(max(0, min(l.Parallelism, 1<<20)))}
 	}
 	for _, g := range p.Gates {
 		c.Gates = append(c.Gates, core.GateSpec{Name: g.Name, Scope: scope(g.Scope), Covers: g.Covers})

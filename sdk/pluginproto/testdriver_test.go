@@ -146,7 +146,7 @@ func (d *testDriver) Capabilities(context.Context) (core.Capabilities, error) {
 		ReplaceIfVersion: native,
 		DeleteIfVersion:  core.Capability{Level: core.LevelGated, Gate: testGate, Scope: core.ScopeProcess, Reason: "for the test"},
 		Gates:            []core.GateSpec{{Name: testGate, Scope: core.ScopeProcess, Covers: "everything"}},
-		Limits:           core.Limits{MaxObjectSize: 1 << 30, MaxDeleteBatch: 100, MaxListPage: 1000},
+		Limits:           core.Limits{MaxObjectSize: 1 << 30, MaxDeleteBatch: 100, MaxListPage: 1000, Parallelism: 24},
 		OrderedList:      true,
 		ListAfterWrite:   true,
 		Notes:            []string{"in-test driver", "ünïcödé"},

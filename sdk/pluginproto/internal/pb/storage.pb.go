@@ -514,8 +514,11 @@ type Limits struct {
 	MaxObjectSize  int64                  `protobuf:"varint,1,opt,name=max_object_size,json=maxObjectSize,proto3" json:"max_object_size,omitempty"`
 	MaxDeleteBatch int64                  `protobuf:"varint,2,opt,name=max_delete_batch,json=maxDeleteBatch,proto3" json:"max_delete_batch,omitempty"`
 	MaxListPage    int64                  `protobuf:"varint,3,opt,name=max_list_page,json=maxListPage,proto3" json:"max_list_page,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// parallelism: how many requests the backend serves well at once; 0
+	// (an older plugin) leaves the host's default.
+	Parallelism   int64 `protobuf:"varint,4,opt,name=parallelism,proto3" json:"parallelism,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
@@ -565,6 +568,13 @@ func (x *Limits) GetMaxDeleteBatch() int64 {
 func (x *Limits) GetMaxListPage() int64 {
 	if x != nil {
 		return x.MaxListPage
+	}
+	return 0
+}
+
+func (x *Limits) GetParallelism() int64 {
+	if x != nil {
+		return x.Parallelism
 	}
 	return 0
 }
@@ -1602,11 +1612,12 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\bGateSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05scope\x18\x02 \x01(\rR\x05scope\x12\x16\n" +
-	"\x06covers\x18\x03 \x01(\tR\x06covers\"~\n" +
+	"\x06covers\x18\x03 \x01(\tR\x06covers\"\xa0\x01\n" +
 	"\x06Limits\x12&\n" +
 	"\x0fmax_object_size\x18\x01 \x01(\x03R\rmaxObjectSize\x12(\n" +
 	"\x10max_delete_batch\x18\x02 \x01(\x03R\x0emaxDeleteBatch\x12\"\n" +
-	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\"\x86\x04\n" +
+	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\x12 \n" +
+	"\vparallelism\x18\x04 \x01(\x03R\vparallelism\"\x86\x04\n" +
 	"\x14CapabilitiesResponse\x12G\n" +
 	"\x10create_if_absent\x18\x01 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x0ecreateIfAbsent\x12K\n" +
 	"\x12replace_if_version\x18\x02 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x10replaceIfVersion\x12I\n" +

@@ -1,0 +1,115 @@
+package core_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// slowDriver answers Stat after a pause, counting the calls in flight.
+type slowDriver struct {
+	core.Driver
+	in, peak atomic.Int64
+}
+
+func (d *slowDriver) Stat(ctx context.Context, key string) (core.Info, error) {
+	n := d.in.Add(1)
+	defer d.in.Add(-1)
+	for p := d.peak.Load(); n > p && !d.peak.CompareAndSwap(p, n); p = d.peak.Load() {
+	}
+	time.Sleep(2 * time.Millisecond)
+	return d.Driver.Stat(ctx, key)
+}
+
+// However many goroutines call it, a store never has more requests in
+// flight than its parallelism, and its copies (At) share the bound.
+func TestStoreBoundsRequestsInFlight(t *testing.T) {
+	d := &slowDriver{Driver: memstore.New()}
+	s, err := core.NewStore(context.Background(), "memory", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = s.WithParallelism(3)
+	other := s.At(core.Location{Scheme: "mem", Path: "x"})
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st := s
+			if i%2 == 1 {
+				st = other
+			}
+			st.Stat(context.Background(), "k")
+		}()
+	}
+	wg.Wait()
+	if p := d.peak.Load(); p != 3 {
+		t.Fatalf("peak in flight %d, want 3", p)
+	}
+	if s.Parallelism() != 3 || other.Parallelism() != 3 {
+		t.Fatalf("parallelism %d / %d", s.Parallelism(), other.Parallelism())
+	}
+}
+
+// The default is what the adapter declares, else DefaultParallelism; no
+// declaration or flag goes past MaxParallelism.
+func TestStoreParallelismDefaults(t *testing.T) {
+	open := func(declared int) *core.Store {
+		c := &testkit.Caps{Driver: memstore.New(), Edit: func(c *core.Capabilities) { c.Limits.Parallelism = declared }}
+		s, err := core.NewStore(context.Background(), "memory", c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, c := range []struct{ declared, flag, want int }{
+		{0, 0, core.DefaultParallelism}, {32, 0, 32}, {32, 4, 4}, {1 << 20, 0, core.MaxParallelism}, {2, 1000, core.MaxParallelism},
+	} {
+		s := open(c.declared)
+		if c.flag != 0 {
+			s = s.WithParallelism(c.flag)
+		}
+		if got := s.Parallelism(); got != c.want {
+			t.Errorf("declared %d, flag %d: parallelism %d, want %d", c.declared, c.flag, got, c.want)
+		}
+	}
+}
+
+// A request waiting for a slot gives up when its context ends.
+func TestStoreSlotHonoursContext(t *testing.T) {
+	d := &blockingDriver{Driver: memstore.New(), release: make(chan struct{})}
+	s, err := core.NewStore(context.Background(), "memory", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = s.WithParallelism(1)
+	go s.Stat(context.Background(), "k") // holds the only slot
+	for d.in.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := s.Stat(ctx, "k"); err == nil || ctx.Err() == nil {
+		t.Fatalf("waiting for a slot: %v", err)
+	}
+	close(d.release)
+}
+
+type blockingDriver struct {
+	core.Driver
+	in      atomic.Int64
+	release chan struct{}
+}
+
+func (d *blockingDriver) Stat(ctx context.Context, key string) (core.Info, error) {
+	d.in.Add(1)
+	<-d.release
+	return d.Driver.Stat(ctx, key)
+}

@@ -46,8 +46,8 @@ func TestCheckpointRefusesOrphanOrDeletingBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := lifecycle.BranchMeta(exp.Metadata, lifecycle.BranchDeleting, "branch-delete-x", nil,
-		lifecycle.BranchSource{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
+	meta := lifecycle.Meta(exp.Metadata, lifecycle.Deleting, "branch-delete-x", nil,
+		lifecycle.Source{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
 	if _, err := ds.ReplaceBranchMetadata(bg, "exp", exp.Info.Version, meta); err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/tag"
 )
 
 // Failpoints of Create, in order (see internal/failpoint).
@@ -76,9 +76,9 @@ type Created struct {
 	// Head is the branch's newest version when it was checked.
 	Head uint64 `json:"head"`
 	// Metadata is the branch's user metadata now.
-	Metadata  map[string]string         `json:"metadata"`
-	Lifecycle lifecycle.BranchLifecycle `json:"lifecycle"`
-	TookOver  *TookOver                 `json:"took_over,omitempty"`
+	Metadata  map[string]string `json:"metadata"`
+	Lifecycle lifecycle.Record  `json:"lifecycle"`
+	TookOver  *TookOver         `json:"took_over,omitempty"`
 }
 
 // Create makes a branch real Lance created a safe, described retain
@@ -116,13 +116,13 @@ func Create(ctx context.Context, s *core.Store, name string, o CreateOptions) (r
 	if o.From == "" {
 		return nil, core.Errorf("branch-create", name, core.ErrInvalidArgument, "the source is required: --from <branch>[@<version>]")
 	}
-	want, hasVersion, err := lifecycle.ParseBranchFrom(o.From)
+	want, hasVersion, err := lifecycle.ParseFrom(o.From)
 	if err != nil {
 		return nil, err
 	}
 	for k := range o.Meta {
-		if strings.HasPrefix(k, lifecycle.ReservedPrefix) || k == "" {
-			return nil, core.Errorf("branch-create", name, core.ErrInvalidArgument, "metadata key %q: keys beginning %q are reserved for retain's lifecycle", k, lifecycle.ReservedPrefix)
+		if strings.HasPrefix(k, refmeta.ReservedPrefix) || k == "" {
+			return nil, core.Errorf("branch-create", name, core.ErrInvalidArgument, "metadata key %q: keys beginning %q are reserved for retain's lifecycle", k, refmeta.ReservedPrefix)
 		}
 	}
 	scope := o.Scope
@@ -162,7 +162,7 @@ func Create(ctx context.Context, s *core.Store, name string, o CreateOptions) (r
 	return res, nil
 }
 
-func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string, want lifecycle.BranchSource, hasVersion bool, o CreateOptions, res *Created) error {
+func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string, want lifecycle.Source, hasVersion bool, o CreateOptions, res *Created) error {
 	table, op := ds.Root, res.OperationID
 	b, err := ds.ReadBranch(ctx, name)
 	if errors.Is(err, lance.ErrBranchNotFound) {
@@ -172,11 +172,11 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 	if err != nil {
 		return err
 	}
-	l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
+	l, err := lifecycle.Parse(b.Metadata)
 	if err != nil {
-		return refuse(lifecycle.ErrBranchLifecycle, core.ErrPreconditionFailed, "branch %q of %s: %v; nothing was changed: fix or remove its %s keys", name, table, err, lifecycle.ReservedPrefix)
+		return refuse(lifecycle.ErrMalformed, core.ErrPreconditionFailed, "branch %q of %s: %v; nothing was changed: fix or remove its %s keys", name, table, err, refmeta.ReservedPrefix)
 	}
-	have := lifecycle.BranchSource{Branch: b.ParentBranch, Version: b.ParentVersion}
+	have := lifecycle.Source{Branch: b.ParentBranch, Version: b.ParentVersion}
 	if want.Branch != have.Branch || (hasVersion && want.Version != have.Version) {
 		return &ConflictError{Branch: name, Table: table, Want: fromLabel(want, hasVersion), Have: have.String()}
 	}
@@ -186,16 +186,16 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 	}
 	res.Source, res.ParentBranch, res.ParentVersion = have.String(), mainName(have.Branch), have.Version
 	switch l.State {
-	case lifecycle.BranchDeleting:
+	case lifecycle.Deleting:
 		return refuse(ErrBranchBeingDeleted, core.ErrPreconditionFailed, "branch %q of %s is being deleted (operation %s): finish it with `retain branch delete`, then create it again; nothing was changed",
 			name, table, l.Op)
-	case lifecycle.BranchReady:
+	case lifecycle.Ready:
 		if l.Managed {
-			user := lifecycle.UserMeta(b.Metadata)
+			user := refmeta.User(b.Metadata)
 			for k, v := range o.Meta {
 				if got, ok := user[k]; !ok || got != v {
 					return &ConflictError{Branch: name, Table: table, Want: fromLabel(want, hasVersion), Have: have.String(),
-						Msg: fmt.Sprintf("it is ready with metadata %s, not %s=%s", tag.Filter(user).String(), k, v)}
+						Msg: fmt.Sprintf("it is ready with metadata %s, not %s=%s", refmeta.Filter(user).String(), k, v)}
 				}
 			}
 			res.Outcome, res.Metadata, res.Lifecycle = OutcomeAlreadyReady, user, l
@@ -213,7 +213,7 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 	}
 	res.TookOver = took
 	res.Outcome = OutcomeAdopted
-	if l.State == lifecycle.BranchCreating {
+	if l.State == lifecycle.Creating {
 		res.Outcome = OutcomeResumed
 	}
 	head, err := checkAdoptable(ctx, ds, name, have)
@@ -223,13 +223,13 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 	res.Head = head
 	failpoint.Hit(FPCreateAfterClaim)
 
-	user := lifecycle.UserMeta(b.Metadata)
+	user := refmeta.User(b.Metadata)
 	maps.Copy(user, o.Meta)
 	if err := h.Verify(ctx); err != nil {
 		return err
 	}
 	nb, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version,
-		lifecycle.BranchMeta(user, lifecycle.BranchCreating, op, self, have, time.Now()))
+		lifecycle.Meta(user, lifecycle.Creating, op, self, have, time.Now()))
 	if err != nil {
 		return fmt.Errorf("recording branch %q of %s as creating: %w", name, table, err)
 	}
@@ -238,19 +238,19 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 		return err
 	}
 	nb, err = ds.ReplaceBranchMetadata(ctx, name, nb.Info.Version,
-		lifecycle.BranchMeta(user, lifecycle.BranchReady, op, nil, have, time.Now()))
+		lifecycle.Meta(user, lifecycle.Ready, op, nil, have, time.Now()))
 	if err != nil {
 		return fmt.Errorf("recording branch %q of %s as ready (it stays creating; run the create again): %w", name, table, err)
 	}
 	failpoint.Hit(FPCreateAfterReady)
-	res.Metadata = lifecycle.UserMeta(nb.Metadata)
-	res.Lifecycle, _ = lifecycle.ParseBranchLifecycle(nb.Metadata)
+	res.Metadata = refmeta.User(nb.Metadata)
+	res.Lifecycle, _ = lifecycle.Parse(nb.Metadata)
 	return nil
 }
 
 // checkAdoptable reads the branch's head and its fork point on the
 // parent; it returns the head.
-func checkAdoptable(ctx context.Context, ds *lance.Dataset, name string, src lifecycle.BranchSource) (uint64, error) {
+func checkAdoptable(ctx context.Context, ds *lance.Dataset, name string, src lifecycle.Source) (uint64, error) {
 	broken := func(format string, args ...any) error {
 		return refuse(ErrBranchBroken, core.ErrPreconditionFailed, "branch %q of %s: %s; nothing was changed", name, ds.Root, fmt.Sprintf(format, args...))
 	}
@@ -270,7 +270,7 @@ func checkAdoptable(ctx context.Context, ds *lance.Dataset, name string, src lif
 	return head.N, nil
 }
 
-func fromLabel(s lifecycle.BranchSource, hasVersion bool) string {
+func fromLabel(s lifecycle.Source, hasVersion bool) string {
 	if hasVersion {
 		return s.String()
 	}

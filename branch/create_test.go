@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/memstore"
@@ -37,7 +38,7 @@ func lanceBranchMeta(t testing.TB, dir, table string) map[string]lanceView {
 }
 
 // me is this process as a lifecycle owner (the identity a claim records).
-func me(t testing.TB) lifecycle.BranchOwner {
+func me(t testing.TB) lifecycle.Owner {
 	t.Helper()
 	s, err := core.NewStore(bg, "memory", memstore.New())
 	if err != nil {
@@ -48,11 +49,11 @@ func me(t testing.TB) lifecycle.BranchOwner {
 		t.Fatal(err)
 	}
 	p := h.Payload()
-	return lifecycle.BranchOwner{Host: p.Host, PID: p.PID, BootID: p.BootID, ProcessStart: p.ProcessStart}
+	return lifecycle.Owner{Host: p.Host, PID: p.PID, BootID: p.BootID, ProcessStart: p.ProcessStart}
 }
 
 // deadOwner is an owner on this host whose process has exited.
-func deadOwner(t testing.TB) lifecycle.BranchOwner {
+func deadOwner(t testing.TB) lifecycle.Owner {
 	t.Helper()
 	cmd := exec.Command("true")
 	if err := cmd.Run(); err != nil {
@@ -65,29 +66,29 @@ func deadOwner(t testing.TB) lifecycle.BranchOwner {
 
 // setLifecycle rewrites branch name's file with a lifecycle, as a crashed
 // operation would have left it.
-func setLifecycle(t testing.TB, ds *lance.Dataset, name string, state lifecycle.BranchState, op string, owner *lifecycle.BranchOwner, user map[string]string) {
+func setLifecycle(t testing.TB, ds *lance.Dataset, name string, state lifecycle.State, op string, owner *lifecycle.Owner, user map[string]string) {
 	t.Helper()
 	b, err := ds.ReadBranch(bg, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := lifecycle.BranchSource{Branch: b.ParentBranch, Version: b.ParentVersion}
-	if _, err := ds.ReplaceBranchMetadata(bg, name, b.Info.Version, lifecycle.BranchMeta(user, state, op, owner, src, time.Now())); err != nil {
+	src := lifecycle.Source{Branch: b.ParentBranch, Version: b.ParentVersion}
+	if _, err := ds.ReplaceBranchMetadata(bg, name, b.Info.Version, lifecycle.Meta(user, state, op, owner, src, time.Now())); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func lifecycleOf(t testing.TB, ds *lance.Dataset, name string) (lifecycle.BranchLifecycle, map[string]string) {
+func lifecycleOf(t testing.TB, ds *lance.Dataset, name string) (lifecycle.Record, map[string]string) {
 	t.Helper()
 	b, err := ds.ReadBranch(bg, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
+	l, err := lifecycle.Parse(b.Metadata)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l, lifecycle.UserMeta(b.Metadata)
+	return l, refmeta.User(b.Metadata)
 }
 
 // Create adopts a branch real Lance made: creating → ready with the source
@@ -110,13 +111,13 @@ func TestBranchCreateAdoptsLanceBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != OutcomeAdopted || res.Source != "main@2" || res.ParentBranch != "main" || res.ParentVersion != 2 || res.Head != 3 ||
-		res.Table != "t.lance" || res.TookOver != nil || res.Lifecycle.State != lifecycle.BranchReady || res.Lifecycle.Op != res.OperationID ||
+		res.Table != "t.lance" || res.TookOver != nil || res.Lifecycle.State != lifecycle.Ready || res.Lifecycle.Op != res.OperationID ||
 		!maps.Equal(res.Metadata, map[string]string{"session": "s1", "agent": "a1"}) {
 		t.Fatalf("created: %+v", res)
 	}
 	noClaim(t, s)
 	ds, _ := lance.Open(s, "t.lance")
-	if l, user := lifecycleOf(t, ds, "exp"); l.State != lifecycle.BranchReady || l.Owner != nil || l.Source != "main@2" || user["session"] != "s1" {
+	if l, user := lifecycleOf(t, ds, "exp"); l.State != lifecycle.Ready || l.Owner != nil || l.Source != "main@2" || user["session"] != "s1" {
 		t.Fatalf("file: %+v %v", l, user)
 	}
 	if after := lanceBranchMeta(t, dir, "t"); !reflect.DeepEqual(after, before) || after["exp"].Rows != 6 || after["exp"].Error != "" {
@@ -185,10 +186,10 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 	s, _ := localStore(t, dir)
 	ds, _ := lance.Open(s, "t.lance")
 	dead, alive := deadOwner(t), me(t)
-	far := lifecycle.BranchOwner{Host: "elsewhere", PID: 7, BootID: "x", ProcessStart: "1"}
+	far := lifecycle.Owner{Host: "elsewhere", PID: 7, BootID: "x", ProcessStart: "1"}
 
 	// A crashed create: resumed, the dead owner's metadata kept, ours added.
-	setLifecycle(t, ds, "a", lifecycle.BranchCreating, "branch-create-old", &dead, map[string]string{"session": "s0"})
+	setLifecycle(t, ds, "a", lifecycle.Creating, "branch-create-old", &dead, map[string]string{"session": "s0"})
 	res, err := Create(bg, s, "a", CreateOptions{Table: "t", From: "main@2", Meta: map[string]string{"agent": "a1"}})
 	if err != nil || res.Outcome != OutcomeResumed || res.TookOver == nil || res.TookOver.PreviousOperation != "branch-create-old" ||
 		!strings.Contains(res.TookOver.Proof, "not running") || res.TookOver.PreviousOwner != dead ||
@@ -197,7 +198,7 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 	}
 
 	// A live owner: refused, nothing changed.
-	setLifecycle(t, ds, "b", lifecycle.BranchCreating, "branch-create-live", &alive, nil)
+	setLifecycle(t, ds, "b", lifecycle.Creating, "branch-create-live", &alive, nil)
 	before := files(t, dir, "t")
 	_, err = Create(bg, s, "b", CreateOptions{Table: "t", From: "main"})
 	var oa *OwnerAliveError
@@ -215,7 +216,7 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 	noClaim(t, s)
 
 	// Another host: only an attestation counts.
-	setLifecycle(t, ds, "c", lifecycle.BranchDeleting, "branch-delete-far", &far, nil)
+	setLifecycle(t, ds, "c", lifecycle.Deleting, "branch-delete-far", &far, nil)
 	if _, err = Delete(bg, s, "c", Options{}); !errors.Is(err, ErrLifecycleOwned) || !strings.Contains(err.Error(), "owner-dead-attested") {
 		t.Fatalf("other host without attestation: %v", err)
 	}
@@ -223,7 +224,7 @@ func TestBranchLifecycleTakeoverNeedsProof(t *testing.T) {
 		t.Fatalf("create of a deleting branch: %v", err)
 	}
 	del, err := Delete(bg, s, "c", Options{OwnerDeadAttested: "host elsewhere was retired"})
-	if err != nil || len(del.Tables) != 1 || del.Tables[0].StateBefore != lifecycle.BranchDeleting || del.Tables[0].TookOver == nil ||
+	if err != nil || len(del.Tables) != 1 || del.Tables[0].StateBefore != lifecycle.Deleting || del.Tables[0].TookOver == nil ||
 		!strings.Contains(del.Tables[0].TookOver.Proof, "host elsewhere was retired") {
 		t.Fatalf("attested delete: %+v %v", del, err)
 	}
@@ -247,7 +248,7 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 	ds, _ := lance.Open(s, "t.lance")
 	dead := deadOwner(t)
 
-	setLifecycle(t, ds, "x", lifecycle.BranchDeleting, "branch-delete-old", &dead, map[string]string{"session": "s1"})
+	setLifecycle(t, ds, "x", lifecycle.Deleting, "branch-delete-old", &dead, map[string]string{"session": "s1"})
 	if l, err := List(bg, ds, ListOptions{}); err != nil || len(l.Branches) != 1 || l.Branches[0].Name != "y" || l.Hidden != 1 {
 		t.Fatalf("a deleting branch is listed: %+v %v", l, err)
 	}
@@ -259,7 +260,7 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 		!strings.Contains(err.Error(), "ready again") {
 		t.Fatalf("resumed delete with a child: %v", err)
 	}
-	if l, user := lifecycleOf(t, ds, "x"); l.State != lifecycle.BranchReady || l.Owner != nil || l.Source != "main@2" || user["session"] != "s1" {
+	if l, user := lifecycleOf(t, ds, "x"); l.State != lifecycle.Ready || l.Owner != nil || l.Source != "main@2" || user["session"] != "s1" {
 		t.Fatalf("rolled back: %+v %v", l, user)
 	}
 	after := files(t, dir, "t")
@@ -272,9 +273,9 @@ func TestBranchDeleteResumeOrRollBack(t *testing.T) {
 
 	// No child: the resumed delete finishes, taking the dead owner's
 	// transition over.
-	setLifecycle(t, ds, "y", lifecycle.BranchDeleting, "branch-delete-old", &dead, nil)
+	setLifecycle(t, ds, "y", lifecycle.Deleting, "branch-delete-old", &dead, nil)
 	res, err := Delete(bg, s, "y", Options{})
-	if err != nil || len(res.Tables) != 1 || !res.Tables[0].RefDeleted || res.Tables[0].StateBefore != lifecycle.BranchDeleting ||
+	if err != nil || len(res.Tables) != 1 || !res.Tables[0].RefDeleted || res.Tables[0].StateBefore != lifecycle.Deleting ||
 		res.Tables[0].TookOver == nil || res.Tables[0].TookOver.PreviousOperation != "branch-delete-old" {
 		out, _ := json.Marshal(res)
 		t.Fatalf("resumed delete: %s %v", out, err)

@@ -22,6 +22,7 @@ import (
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
@@ -112,7 +113,7 @@ type TableDeleted struct {
 	Error      string               `json:"error,omitempty"`
 	// StateBefore is the branch's lifecycle state when the delete began
 	// (ready, creating, deleting; absent when its file was already gone).
-	StateBefore lifecycle.BranchState `json:"state_before,omitempty"`
+	StateBefore lifecycle.State `json:"state_before,omitempty"`
 	// TookOver: the branch was creating or deleting under a dead
 	// process's operation, which this delete took over.
 	TookOver *TookOver `json:"took_over,omitempty"`
@@ -293,7 +294,7 @@ type tablePlan struct {
 	plan  *lance.BranchDeletePlan
 	// life is the lifecycle of the branch file (when there is one), took
 	// the transition taken over from a dead process.
-	life lifecycle.BranchLifecycle
+	life lifecycle.Record
 	took *TookOver
 }
 
@@ -325,9 +326,9 @@ func (o Options) plan(ctx context.Context, s *core.Store, h *claim.Handle, op, n
 		if p.Ref != nil {
 			// The lifecycle: a creating or deleting branch of another
 			// operation is taken over only from a dead owner.
-			if tp.life, err = lifecycle.ParseBranchLifecycle(p.Ref.Metadata); err != nil {
-				refused.Tables = append(refused.Tables, tableRefusal(t, refuse(lifecycle.ErrBranchLifecycle, core.ErrPreconditionFailed,
-					"branch %q of %s: %v; fix or remove its %s keys", name, t, err, lifecycle.ReservedPrefix)))
+			if tp.life, err = lifecycle.Parse(p.Ref.Metadata); err != nil {
+				refused.Tables = append(refused.Tables, tableRefusal(t, refuse(lifecycle.ErrMalformed, core.ErrPreconditionFailed,
+					"branch %q of %s: %v; fix or remove its %s keys", name, t, err, refmeta.ReservedPrefix)))
 				continue
 			}
 			if tp.took, err = takeOver(selfOwner(h), op, name, t, tp.life, o.OwnerDeadAttested); err != nil {
@@ -387,8 +388,8 @@ func (o Options) rollBackDeleting(ctx context.Context, s *core.Store, h *claim.H
 		if err != nil {
 			continue
 		}
-		l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
-		if err != nil || l.State != lifecycle.BranchDeleting {
+		l, err := lifecycle.Parse(b.Metadata)
+		if err != nil || l.State != lifecycle.Deleting {
 			continue
 		}
 		if _, err := takeOver(selfOwner(h), op, name, t, l, o.OwnerDeadAttested); err != nil {
@@ -397,8 +398,8 @@ func (o Options) rollBackDeleting(ctx context.Context, s *core.Store, h *claim.H
 		if h.Verify(ctx) != nil {
 			break
 		}
-		src := lifecycle.BranchSource{Branch: b.ParentBranch, Version: b.ParentVersion}
-		if _, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, lifecycle.BranchMeta(b.Metadata, lifecycle.BranchReady, op, nil, src, time.Now())); err == nil {
+		src := lifecycle.Source{Branch: b.ParentBranch, Version: b.ParentVersion}
+		if _, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, lifecycle.Meta(b.Metadata, lifecycle.Ready, op, nil, src, time.Now())); err == nil {
 			out = append(out, t)
 		}
 	}
@@ -570,9 +571,9 @@ func markDeleting(ctx context.Context, h *claim.Handle, op string, plans []table
 		if r == nil {
 			continue
 		}
-		src := lifecycle.BranchSource{Branch: r.ParentBranch, Version: r.ParentVersion}
+		src := lifecycle.Source{Branch: r.ParentBranch, Version: r.ParentVersion}
 		nb, err := tp.ds.ReplaceBranchMetadata(ctx, tp.plan.Branch, r.Info.Version,
-			lifecycle.BranchMeta(r.Metadata, lifecycle.BranchDeleting, op, self, src, time.Now()))
+			lifecycle.Meta(r.Metadata, lifecycle.Deleting, op, self, src, time.Now()))
 		if err != nil {
 			for _, m := range done {
 				// Undo; a failed undo leaves the branch deleting (not
@@ -612,8 +613,8 @@ func restoreMarks(ctx context.Context, op, name string, marks []markedBranch) []
 		if err != nil {
 			continue
 		}
-		l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
-		if err != nil || l.State != lifecycle.BranchDeleting || l.Op != op {
+		l, err := lifecycle.Parse(b.Metadata)
+		if err != nil || l.State != lifecycle.Deleting || l.Op != op {
 			continue
 		}
 		if _, err := m.ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, m.meta); err == nil {

@@ -44,9 +44,9 @@ func TestRefusedReplanKeepsCreating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := &lifecycle.BranchOwner{Host: "elsewhere", PID: 1}
-	meta := lifecycle.BranchMeta(exp.Metadata, lifecycle.BranchCreating, "branch-create-dead", dead,
-		lifecycle.BranchSource{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
+	dead := &lifecycle.Owner{Host: "elsewhere", PID: 1}
+	meta := lifecycle.Meta(exp.Metadata, lifecycle.Creating, "branch-create-dead", dead,
+		lifecycle.Source{Branch: exp.ParentBranch, Version: exp.ParentVersion}, time.Now())
 	if _, err := ds.ReplaceBranchMetadata(bg, "exp", exp.Info.Version, meta); err != nil {
 		t.Fatal(err)
 	}
@@ -68,9 +68,9 @@ func TestRefusedReplanKeepsCreating(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
+	l, err := lifecycle.Parse(b.Metadata)
 	t.Logf("after the refused delete: %+v %v", l, err)
-	if l.State == lifecycle.BranchReady {
+	if l.State == lifecycle.Ready {
 		t.Fatalf("a branch left creating (never confirmed) is ready and listed after a refused delete: %+v", l)
 	}
 }

@@ -62,7 +62,7 @@ func TestBranchDeleteSeesTagCreatedBeforeItsMark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l, err := lifecycle.ParseBranchLifecycle(b.Metadata); err != nil || l.State != lifecycle.BranchReady {
+	if l, err := lifecycle.Parse(b.Metadata); err != nil || l.State != lifecycle.Ready {
 		t.Fatalf("the branch after the refused delete: %+v %v", l, err)
 	}
 }

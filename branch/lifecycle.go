@@ -34,13 +34,13 @@ var (
 // OwnerAliveError refuses to take over a transition whose owner is not
 // proven dead.
 type OwnerAliveError struct {
-	Branch    string                `json:"branch"`
-	Table     string                `json:"table"`
-	State     lifecycle.BranchState `json:"state"`
-	Operation string                `json:"operation"`
-	Owner     lifecycle.BranchOwner `json:"owner"`
-	Why       string                `json:"why"`
-	Cause     error                 `json:"-"`
+	Branch    string          `json:"branch"`
+	Table     string          `json:"table"`
+	State     lifecycle.State `json:"state"`
+	Operation string          `json:"operation"`
+	Owner     lifecycle.Owner `json:"owner"`
+	Why       string          `json:"why"`
+	Cause     error           `json:"-"`
 }
 
 func (e *OwnerAliveError) Error() string {
@@ -78,17 +78,17 @@ func (e *ConflictError) Unwrap() []error { return []error{ErrBranchConflict, cor
 // TookOver records a transition this operation took over from a dead
 // process, and the proof.
 type TookOver struct {
-	State             lifecycle.BranchState `json:"state"`
-	PreviousOperation string                `json:"previous_operation"`
-	PreviousOwner     lifecycle.BranchOwner `json:"previous_owner"`
-	Proof             string                `json:"proof"`
+	State             lifecycle.State `json:"state"`
+	PreviousOperation string          `json:"previous_operation"`
+	PreviousOwner     lifecycle.Owner `json:"previous_owner"`
+	Proof             string          `json:"proof"`
 }
 
 // selfOwner is this process as a lifecycle owner: the identity the claim
 // recorded.
-func selfOwner(h *claim.Handle) *lifecycle.BranchOwner {
+func selfOwner(h *claim.Handle) *lifecycle.Owner {
 	p := h.Payload()
-	return &lifecycle.BranchOwner{Host: p.Host, PID: p.PID, BootID: p.BootID, ProcessStart: p.ProcessStart}
+	return &lifecycle.Owner{Host: p.Host, PID: p.PID, BootID: p.BootID, ProcessStart: p.ProcessStart}
 }
 
 // takeOver decides whether operation op (running as self, holding the
@@ -96,7 +96,7 @@ func selfOwner(h *claim.Handle) *lifecycle.BranchOwner {
 // a state without owner, or one this operation wrote, needs nothing; any
 // other owner must be proven dead by claim.Proof — on the same host the
 // tool proves it, for another host only attested counts.
-func takeOver(self *lifecycle.BranchOwner, op, name, table string, l lifecycle.BranchLifecycle, attested string) (*TookOver, error) {
+func takeOver(self *lifecycle.Owner, op, name, table string, l lifecycle.Record, attested string) (*TookOver, error) {
 	if l.Owner == nil || l.Op == op {
 		return nil, nil
 	}

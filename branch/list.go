@@ -10,13 +10,8 @@ import (
 
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/refmeta"
 )
-
-// BranchInvalid is the state shown for a branch whose lifecycle keys
-// cannot be read (lifecycle.ErrBranchLifecycle); such a branch is listed only with
-// All.
-const BranchInvalid lifecycle.BranchState = "invalid"
 
 // LineageStep is one fork in a branch's ancestry: the branch was (or
 // an ancestor was) forked from Branch ("main" for main) at Version.
@@ -33,8 +28,8 @@ type Info struct {
 	Name string `json:"name"`
 	// State is the lifecycle state; "invalid" when Problem says why it
 	// cannot be read.
-	State     lifecycle.BranchState     `json:"state"`
-	Lifecycle lifecycle.BranchLifecycle `json:"lifecycle"`
+	State     lifecycle.State  `json:"state"`
+	Lifecycle lifecycle.Record `json:"lifecycle"`
 	// Metadata is the user metadata: the file's metadata without the
 	// reserved keys, which Lifecycle shows.
 	Metadata      map[string]string `json:"metadata"`
@@ -54,14 +49,14 @@ type Info struct {
 }
 
 // Visible reports whether a default listing shows the branch: ready only.
-func (b Info) Visible() bool { return b.State == lifecycle.BranchReady }
+func (b Info) Visible() bool { return b.State == lifecycle.Ready }
 
 // ListOptions select what List returns.
 type ListOptions struct {
-	// tag.Filter keeps the branches whose metadata carries every pair. Reserved
+	// Filter keeps the branches whose metadata carries every pair. Reserved
 	// keys may be filtered on (an unmanaged branch matches
 	// retain.state=ready).
-	Filter tag.Filter
+	Filter refmeta.Filter
 	// All lists creating, deleting and invalid branches too.
 	All bool
 }
@@ -118,13 +113,13 @@ func branchInfos(all []lance.Branch) []Info {
 
 func branchInfo(b lance.Branch, byName map[string]*lance.Branch) Info {
 	info := Info{
-		Name: b.Name, Metadata: lifecycle.UserMeta(b.Metadata), ParentBranch: mainName(b.ParentBranch),
+		Name: b.Name, Metadata: refmeta.User(b.Metadata), ParentBranch: mainName(b.ParentBranch),
 		ParentVersion: b.ParentVersion, CreatedAt: b.CreatedAt, Key: b.Info.Key, Lance: b,
 	}
-	l, err := lifecycle.ParseBranchLifecycle(b.Metadata)
+	l, err := lifecycle.Parse(b.Metadata)
 	if err != nil {
-		info.State, info.Problem = BranchInvalid, err.Error()
-		l = lifecycle.BranchLifecycle{State: BranchInvalid, Managed: true}
+		info.State, info.Problem = lifecycle.Invalid, err.Error()
+		l = lifecycle.Record{State: lifecycle.Invalid, Managed: true}
 	} else {
 		info.State = l.State
 	}
@@ -224,7 +219,7 @@ func Show(ctx context.Context, ds *lance.Dataset, name string) (*Detail, error) 
 
 // branchMatchMeta is the map a --filter matches: the file's metadata, with
 // the implicit state of an unmanaged branch (retain.state=ready).
-func branchMatchMeta(meta map[string]string, l lifecycle.BranchLifecycle) map[string]string {
+func branchMatchMeta(meta map[string]string, l lifecycle.Record) map[string]string {
 	if l.Managed {
 		return meta
 	}
@@ -232,6 +227,6 @@ func branchMatchMeta(meta map[string]string, l lifecycle.BranchLifecycle) map[st
 	if m == nil {
 		m = map[string]string{}
 	}
-	m[lifecycle.BranchStateKey] = string(lifecycle.BranchReady)
+	m[lifecycle.StateKey] = string(lifecycle.Ready)
 	return m
 }

@@ -13,10 +13,10 @@ import (
 
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/memstore"
 	"github.com/retain-dev/retain/sdk/testkit"
-	"github.com/retain-dev/retain/tag"
 )
 
 var branchCtx = context.Background()
@@ -84,10 +84,10 @@ func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 		meta := map[string]string{"session": fmt.Sprintf("s%d", i%100), "agent": fmt.Sprintf("a%d", i%7)}
 		switch {
 		case i%500 == 7: // session s7, ready, adopted by retain
-			meta[lifecycle.BranchStateKey], meta[lifecycle.BranchOpKey], meta[lifecycle.BranchSourceKey] = "ready", "op-1", "main@2"
+			meta[lifecycle.StateKey], meta[lifecycle.OpKey], meta[lifecycle.SourceKey] = "ready", "op-1", "main@2"
 		case i%500 == 107: // session s7, creating: hidden by default
-			meta[lifecycle.BranchStateKey], meta[lifecycle.BranchOpKey], meta[lifecycle.BranchSourceKey] = "creating", "op-2", "main@2"
-			meta[lifecycle.BranchOwnerKey] = "h/12/boot/99"
+			meta[lifecycle.StateKey], meta[lifecycle.OpKey], meta[lifecycle.SourceKey] = "creating", "op-2", "main@2"
+			meta[lifecycle.OwnerKey] = "h/12/boot/99"
 		}
 		if i%100 == 7 && i%500 != 107 {
 			want = append(want, name) // session s7 and ready (adopted, or a plain Lance file)
@@ -98,7 +98,7 @@ func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 	before := counting.Counts()
 	rec.keys = nil
 
-	got, err := List(branchCtx, ds, ListOptions{Filter: tag.Filter{"session": "s7"}})
+	got, err := List(branchCtx, ds, ListOptions{Filter: refmeta.Filter{"session": "s7"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 	var names []string
 	for _, b := range got.Branches {
 		names = append(names, b.Name)
-		if b.Metadata["session"] != "s7" || b.State != lifecycle.BranchReady {
+		if b.Metadata["session"] != "s7" || b.State != lifecycle.Ready {
 			t.Fatalf("%s: %+v", b.Name, b)
 		}
 	}
@@ -127,7 +127,7 @@ func TestListBranchesFilterReadsOnlyBranchFiles(t *testing.T) {
 	}
 
 	rec.keys = nil
-	all, err := List(branchCtx, ds, ListOptions{Filter: tag.Filter{"session": "s7", lifecycle.BranchStateKey: "creating"}, All: true})
+	all, err := List(branchCtx, ds, ListOptions{Filter: refmeta.Filter{"session": "s7", lifecycle.StateKey: "creating"}, All: true})
 	if err != nil || len(all.Branches) != 2 || all.Hidden != 0 || all.Branches[0].Name != "b0107" || all.Branches[0].Lifecycle.Owner.PID != 12 {
 		t.Fatalf("--all creating: %+v %v", all, err)
 	}
@@ -144,13 +144,13 @@ func TestListAndShowBranches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ready := map[string]string{"session": "s1", lifecycle.BranchStateKey: "ready", lifecycle.BranchOpKey: "op-a", lifecycle.BranchSourceKey: "main@2", lifecycle.BranchAtKey: "2026-11-30T10:00:00Z"}
+	ready := map[string]string{"session": "s1", lifecycle.StateKey: "ready", lifecycle.OpKey: "op-a", lifecycle.SourceKey: "main@2", lifecycle.AtKey: "2026-11-30T10:00:00Z"}
 	put(t, s, "t.lance/_refs/branches/exp.json", branchFile("", 2, ready))
 	put(t, s, "t.lance/_refs/branches/exp%2Fdeep.json", branchFile("exp", 3, map[string]string{"agent": "a1"}))
 	put(t, s, "t.lance/_refs/branches/leaf.json", branchFile("exp/deep", 4, nil))
-	put(t, s, "t.lance/_refs/branches/gone.json", branchFile("", 1, map[string]string{lifecycle.BranchStateKey: "deleting", lifecycle.BranchOpKey: "op-d", lifecycle.BranchOwnerKey: "host/a/9/boot/1", lifecycle.BranchSourceKey: "main@1"}))
+	put(t, s, "t.lance/_refs/branches/gone.json", branchFile("", 1, map[string]string{lifecycle.StateKey: "deleting", lifecycle.OpKey: "op-d", lifecycle.OwnerKey: "host/a/9/boot/1", lifecycle.SourceKey: "main@1"}))
 	put(t, s, "t.lance/_refs/branches/orphan.json", branchFile("vanished", 5, nil))
-	put(t, s, "t.lance/_refs/branches/odd.json", branchFile("", 1, map[string]string{lifecycle.BranchStateKey: "half"}))
+	put(t, s, "t.lance/_refs/branches/odd.json", branchFile("", 1, map[string]string{lifecycle.StateKey: "half"}))
 	put(t, s, "t.lance/tree/exp/_versions/18446744073709551612.manifest", "m") // v3
 	put(t, s, "t.lance/tree/exp/_versions/18446744073709551610.manifest", "m") // v5
 	ds, _ := lance.Open(s, "t.lance")
@@ -180,14 +180,14 @@ func TestListAndShowBranches(t *testing.T) {
 	}
 
 	all, _ := List(branchCtx, ds, ListOptions{All: true})
-	states := map[string]lifecycle.BranchState{}
+	states := map[string]lifecycle.State{}
 	for _, b := range all.Branches {
 		states[b.Name] = b.State
 	}
-	if states["gone"] != lifecycle.BranchDeleting || states["odd"] != BranchInvalid || len(all.Branches) != 6 || all.Hidden != 0 {
+	if states["gone"] != lifecycle.Deleting || states["odd"] != lifecycle.Invalid || len(all.Branches) != 6 || all.Hidden != 0 {
 		t.Fatalf("--all: %v", states)
 	}
-	if f, _ := List(branchCtx, ds, ListOptions{Filter: tag.Filter{lifecycle.BranchStateKey: "ready"}}); len(f.Branches) != 4 {
+	if f, _ := List(branchCtx, ds, ListOptions{Filter: refmeta.Filter{lifecycle.StateKey: "ready"}}); len(f.Branches) != 4 {
 		t.Fatalf("unmanaged branches match retain.state=ready: %+v", f.Branches)
 	}
 
@@ -196,7 +196,7 @@ func TestListAndShowBranches(t *testing.T) {
 		t.Fatalf("show exp: %+v %v", d, err)
 	}
 	d, err = Show(branchCtx, ds, "gone")
-	if err != nil || d.State != lifecycle.BranchDeleting || d.Head != nil || d.HeadError == "" || d.Lifecycle.Owner.Host != "host/a" {
+	if err != nil || d.State != lifecycle.Deleting || d.Head != nil || d.HeadError == "" || d.Lifecycle.Owner.Host != "host/a" {
 		t.Fatalf("show gone: %+v %v", d, err)
 	}
 	if _, err := Show(branchCtx, ds, "nope"); !errors.Is(err, lance.ErrBranchNotFound) {
@@ -205,45 +205,45 @@ func TestListAndShowBranches(t *testing.T) {
 }
 
 func TestBranchLifecycleKeys(t *testing.T) {
-	o := lifecycle.BranchOwner{Host: "h", PID: 42, BootID: "b-1", ProcessStart: "777"}
-	if back, err := lifecycle.ParseBranchOwner(o.String()); err != nil || back != o {
+	o := lifecycle.Owner{Host: "h", PID: 42, BootID: "b-1", ProcessStart: "777"}
+	if back, err := lifecycle.ParseOwner(o.String()); err != nil || back != o {
 		t.Fatalf("owner round trip: %+v %v", back, err)
 	}
 	for _, bad := range []string{"", "h/1/b", "h/x/b/1", "/1/b/1", "h/0/b/1"} {
-		if _, err := lifecycle.ParseBranchOwner(bad); err == nil {
+		if _, err := lifecycle.ParseOwner(bad); err == nil {
 			t.Fatalf("owner %q accepted", bad)
 		}
 	}
 	for in, want := range map[string]string{"main": "main", "main@3": "main@3", "exp/a@10": "exp/a@10"} {
-		src, has, err := lifecycle.ParseBranchFrom(in)
+		src, has, err := lifecycle.ParseFrom(in)
 		if err != nil || (has && src.String() != want) || (!has && strings.Contains(in, "@")) {
 			t.Fatalf("%s: %+v %v %v", in, src, has, err)
 		}
 	}
 	for _, bad := range []string{"main@", "main@x", "a//b@1", "exp@-1", "@3"} {
-		if _, _, err := lifecycle.ParseBranchFrom(bad); !errors.Is(err, core.ErrInvalidArgument) {
+		if _, _, err := lifecycle.ParseFrom(bad); !errors.Is(err, core.ErrInvalidArgument) {
 			t.Fatalf("from %q: %v", bad, err)
 		}
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
-	m := lifecycle.BranchMeta(map[string]string{"k": "v", "retain.old": "x"}, lifecycle.BranchCreating, "op-1", &o, lifecycle.BranchSource{Version: 3}, at)
-	l, err := lifecycle.ParseBranchLifecycle(m)
-	if err != nil || l.State != lifecycle.BranchCreating || !l.Managed || l.Op != "op-1" || *l.Owner != o || l.Source != "main@3" || !l.At.Equal(at) || m["k"] != "v" || m["retain.old"] != "" {
+	m := lifecycle.Meta(map[string]string{"k": "v", "retain.old": "x"}, lifecycle.Creating, "op-1", &o, lifecycle.Source{Version: 3}, at)
+	l, err := lifecycle.Parse(m)
+	if err != nil || l.State != lifecycle.Creating || !l.Managed || l.Op != "op-1" || *l.Owner != o || l.Source != "main@3" || !l.At.Equal(at) || m["k"] != "v" || m["retain.old"] != "" {
 		t.Fatalf("lifecycle: %+v %v %v", l, err, m)
 	}
-	if l, err := lifecycle.ParseBranchLifecycle(map[string]string{"k": "v"}); err != nil || l.State != lifecycle.BranchReady || l.Managed {
+	if l, err := lifecycle.Parse(map[string]string{"k": "v"}); err != nil || l.State != lifecycle.Ready || l.Managed {
 		t.Fatalf("unmanaged: %+v %v", l, err)
 	}
 	for _, bad := range []map[string]string{
-		{lifecycle.BranchStateKey: "half"},
-		{lifecycle.BranchOpKey: "x"},
-		{lifecycle.BranchStateKey: "deleting", lifecycle.BranchOpKey: "x"},
-		{lifecycle.BranchStateKey: "creating", lifecycle.BranchOwnerKey: o.String()},
-		{lifecycle.BranchStateKey: "ready", lifecycle.BranchSourceKey: "main"},
-		{lifecycle.BranchStateKey: "ready", lifecycle.BranchAtKey: "yesterday"},
-		{lifecycle.BranchStateKey: "ready", "retain.other": "1"},
+		{lifecycle.StateKey: "half"},
+		{lifecycle.OpKey: "x"},
+		{lifecycle.StateKey: "deleting", lifecycle.OpKey: "x"},
+		{lifecycle.StateKey: "creating", lifecycle.OwnerKey: o.String()},
+		{lifecycle.StateKey: "ready", lifecycle.SourceKey: "main"},
+		{lifecycle.StateKey: "ready", lifecycle.AtKey: "yesterday"},
+		{lifecycle.StateKey: "ready", "retain.other": "1"},
 	} {
-		if _, err := lifecycle.ParseBranchLifecycle(bad); !errors.Is(err, lifecycle.ErrBranchLifecycle) {
+		if _, err := lifecycle.Parse(bad); !errors.Is(err, lifecycle.ErrMalformed) {
 			t.Fatalf("%v: %v", bad, err)
 		}
 	}

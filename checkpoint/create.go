@@ -224,7 +224,7 @@ func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 		if err != nil {
 			return CapturedTable{}, false, err
 		}
-		if l, err := lifecycle.ParseBranchLifecycle(b.Metadata); err != nil || l.State == lifecycle.BranchDeleting {
+		if l, err := lifecycle.Parse(b.Metadata); err != nil || l.State == lifecycle.Deleting {
 			why := "is being deleted (marked deleting)"
 			if err != nil {
 				why = "has lifecycle keys retain cannot read: " + err.Error()

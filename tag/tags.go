@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -70,7 +71,7 @@ var (
 
 // TagDeletingKey is the reserved metadata key a delete without conditional
 // delete marks a tag with before deleting it (see "Mark, then delete").
-const TagDeletingKey = lifecycle.ReservedPrefix + "deleting"
+const TagDeletingKey = refmeta.ReservedPrefix + "deleting"
 
 // Options configure Tags. The zero value requires the conditional
 // operations to reach every writer anywhere (global scope) and uses no
@@ -203,8 +204,8 @@ func tagUserKeys(op, name string, keys ...string) error {
 		switch {
 		case k == "":
 			return tagRefusal(op, name, core.ErrInvalidArgument, "metadata keys must not be empty")
-		case strings.HasPrefix(k, lifecycle.ReservedPrefix):
-			return tagRefusal(op, name, core.ErrInvalidArgument, "metadata keys beginning %q are reserved for retain (%q)", lifecycle.ReservedPrefix, k)
+		case strings.HasPrefix(k, refmeta.ReservedPrefix):
+			return tagRefusal(op, name, core.ErrInvalidArgument, "metadata keys beginning %q are reserved for retain (%q)", refmeta.ReservedPrefix, k)
 		case !utf8.ValidString(k):
 			return tagRefusal(op, name, core.ErrInvalidArgument, "metadata key %q is not UTF-8", k)
 		}
@@ -314,8 +315,8 @@ func (t *Tags) branchGoing(ctx context.Context, branch string) string {
 	case err != nil:
 		return ""
 	}
-	if l, err := lifecycle.ParseBranchLifecycle(b.Metadata); err == nil && l.State == lifecycle.BranchDeleting {
-		return "is being deleted (its branch file is marked " + string(lifecycle.BranchDeleting) + ")"
+	if l, err := lifecycle.Parse(b.Metadata); err == nil && l.State == lifecycle.Deleting {
+		return "is being deleted (its branch file is marked " + string(lifecycle.Deleting) + ")"
 	}
 	return ""
 }
@@ -330,7 +331,7 @@ func tagBranchLabel(b string) string {
 // List returns every tag whose metadata matches f (nil or empty: every
 // tag), sorted by name. Malformed tag files do not stop it: the good tags
 // come back together with a *lance.MalformedRefsError naming the bad ones.
-func (t *Tags) List(ctx context.Context, f Filter) ([]Ref, error) {
+func (t *Tags) List(ctx context.Context, f refmeta.Filter) ([]Ref, error) {
 	tags, err := t.ds.ListTags(ctx)
 	var mal *lance.MalformedRefsError
 	if err != nil && !errors.As(err, &mal) {
@@ -446,7 +447,7 @@ func (t *Tags) UpdateMeta(ctx context.Context, name string, u MetaUpdate) (Resul
 		tagAfterRead(op)
 		meta := map[string]string{}
 		for k, v := range old.Metadata {
-			if !u.Replace || strings.HasPrefix(k, lifecycle.ReservedPrefix) {
+			if !u.Replace || strings.HasPrefix(k, refmeta.ReservedPrefix) {
 				meta[k] = v
 			}
 		}

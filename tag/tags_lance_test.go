@@ -10,6 +10,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -130,7 +131,7 @@ func TestTagsWithLance(t *testing.T) {
 	if _, err := tags.UpdateMeta(tagCtx, "lance-made", MetaUpdate{Set: map[string]string{"by": "lance", "session": "s1"}}); err != nil {
 		t.Fatal(err)
 	}
-	sel, err := tags.List(tagCtx, Filter{"session": "s1"})
+	sel, err := tags.List(tagCtx, refmeta.Filter{"session": "s1"})
 	if err != nil || len(sel) != 3 || sel[0].Name != "lance-made" || sel[1].Name != "mem-exp" || sel[2].Name != "mem-main" {
 		t.Fatalf("List(session=s1) = %+v, %v", sel, err)
 	}

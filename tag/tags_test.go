@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/memstore"
 	"github.com/retain-dev/retain/sdk/testkit"
@@ -115,7 +116,7 @@ func TestTagLifecycle(t *testing.T) {
 	if err != nil || len(all) != 2 || all[0].Name != "mem-1" || all[1].Name != "mem-2" {
 		t.Fatalf("List = %+v, %v", all, err)
 	}
-	sel, err := tags.List(tagCtx, Filter{"session": "s2"})
+	sel, err := tags.List(tagCtx, refmeta.Filter{"session": "s2"})
 	if err != nil || len(sel) != 1 || sel[0].Name != "mem-2" || sel[0].Version != 1 {
 		t.Fatalf("List(session=s2) = %+v, %v", sel, err)
 	}

@@ -8,8 +8,8 @@ import (
 )
 
 // Benchmarks of the adapter against Azurite, in process and through the
-// plugin boundary (this test binary re-executed as `__adapter-plugin
-// azure`, as the retain binary serves its bundled adapters). Each driver is
+// plugin boundary (this test binary re-executed as a plugin of itself serving azure,
+// as the retain binary serves its bundled adapters). Each driver is
 // wrapped in testkit.Counting so every benchmark reports req/op: the requests
 // that reached the driver (for the plugin, the ones crossing the boundary).
 // The runner and the measured loops are adapterbench's.

@@ -9,7 +9,7 @@ import (
 
 // Benchmarks of the gcs adapter against fake-gcs-server (in this process,
 // over loopback HTTP), in process and through the plugin boundary (this
-// test binary re-executed as `__adapter-plugin gcs`, as the retain binary
+// test binary re-executed as a plugin of itself serving gcs, as the retain binary
 // serves its bundled adapters). The driver is wrapped in testkit.Counting so
 // each reports req/op: the calls that reached the driver (for the plugin,
 // the calls crossing the boundary), not the HTTP requests to GCS. The

@@ -13,7 +13,7 @@ import (
 )
 
 // Benchmarks of localfs in process against localfs through the plugin
-// boundary (this test binary re-executed as `__adapter-plugin localfs`, as
+// boundary (this test binary re-executed as a plugin of itself serving localfs, as
 // the retain binary serves its bundled adapters). Every benchmark has an
 // /inprocess and a /plugin sub-benchmark doing the same calls on a
 // core.Driver wrapped in testkit.Counting, so each reports req/op too

@@ -16,7 +16,7 @@ import (
 )
 
 // TestListRefusalCrossesThePlugin: through the plugin boundary (this test
-// binary serving localfs as `__adapter-plugin localfs`, as the retain
+// binary serving localfs as a plugin of itself, as the retain
 // binary does), a listing that meets a symlink still refuses with
 // permission denied, and the host's error names the link and the next step.
 func TestListRefusalCrossesThePlugin(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 )
 
 // Benchmarks of the s3 adapter in process against the same adapter through
-// the plugin boundary (this test binary re-executed as `__adapter-plugin
-// s3`, as the retain binary serves its bundled adapters), on each emulator.
+// the plugin boundary (this test binary re-executed as a plugin of itself serving s3,
+// as the retain binary serves its bundled adapters), on each emulator.
 // Every driver is wrapped in testkit.Counting, so each reports req/op: the
 // contract calls per op (the S3 requests behind them are in the notes of
 // each benchmark). The runner and the measured loops are adapterbench's.

@@ -13,95 +13,97 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
-// ReservedPrefix starts the metadata keys retain keeps for itself (the
-// branch lifecycle). User metadata on tags and branches may not use it.
-const ReservedPrefix = "retain."
+// Invalid is the state shown for a branch whose lifecycle keys cannot be
+// read (ErrMalformed); such a branch is listed only with All. It is never
+// written.
+const Invalid State = "invalid"
 
 // A branch's lifecycle lives in its own Lance branch file, in the metadata
-// map, under reserved keys (ReservedPrefix). A branch file without them —
+// map, under reserved keys (refmeta.ReservedPrefix). A branch file without them —
 // one plain Lance wrote — is a ready branch retain has not adopted.
 const (
-	// BranchStateKey is the lifecycle state: creating, ready or deleting.
-	BranchStateKey = ReservedPrefix + "state"
-	// BranchOpKey is the id of the retain operation that wrote the state.
-	BranchOpKey = ReservedPrefix + "op"
-	// BranchOwnerKey names the process running a creating or deleting
+	// StateKey is the lifecycle state: creating, ready or deleting.
+	StateKey = refmeta.ReservedPrefix + "state"
+	// OpKey is the id of the retain operation that wrote the state.
+	OpKey = refmeta.ReservedPrefix + "op"
+	// OwnerKey names the process running a creating or deleting
 	// transition: "<host>/<pid>/<boot id>/<process start>", the identity
 	// sdk/claim records for the claim's owner. It is dropped once the
 	// branch is ready.
-	BranchOwnerKey = ReservedPrefix + "owner"
-	// BranchSourceKey is the snapshot the branch was forked from,
+	OwnerKey = refmeta.ReservedPrefix + "owner"
+	// SourceKey is the snapshot the branch was forked from,
 	// "<branch>@<version>" ("main@3").
-	BranchSourceKey = ReservedPrefix + "source"
-	// BranchAtKey is when the state was written (RFC 3339, UTC).
-	BranchAtKey = ReservedPrefix + "at"
+	SourceKey = refmeta.ReservedPrefix + "source"
+	// AtKey is when the state was written (RFC 3339, UTC).
+	AtKey = refmeta.ReservedPrefix + "at"
 )
 
-// BranchState is a branch's lifecycle state.
-type BranchState string
+// State is a branch's lifecycle state.
+type State string
 
 const (
-	// BranchCreating: retain is adopting the branch (recording its source
+	// Creating: retain is adopting the branch (recording its source
 	// and metadata); not listed by default.
-	BranchCreating BranchState = "creating"
-	// BranchReady: a branch for everyone. A file without lifecycle keys
+	Creating State = "creating"
+	// Ready: a branch for everyone. A file without lifecycle keys
 	// counts as ready.
-	BranchReady BranchState = "ready"
-	// BranchDeleting: retain decided to delete the branch; not listed by
+	Ready State = "ready"
+	// Deleting: retain decided to delete the branch; not listed by
 	// default. It only moves on to gone (or back to ready when the delete,
 	// resumed, is refused).
-	BranchDeleting BranchState = "deleting"
+	Deleting State = "deleting"
 )
 
-// ErrBranchLifecycle: the reserved lifecycle keys of a branch file cannot
+// ErrMalformed: the reserved lifecycle keys of a branch file cannot
 // be read (an unknown state, a transition without owner, ...). retain
 // neither lists such a branch by default nor changes it; fix or remove the
 // keys. Kind core.ErrPreconditionFailed.
-var ErrBranchLifecycle = errors.New("malformed retain lifecycle in a Lance branch file")
+var ErrMalformed = errors.New("malformed retain lifecycle in a Lance branch file")
 
-// BranchOwner is the process that runs a transition, as sdk/claim
+// Owner is the process that runs a transition, as sdk/claim
 // identifies the claim's owner: a later process proves it dead with
 // claim.Proof before it takes the transition over.
-type BranchOwner struct {
+type Owner struct {
 	Host         string `json:"host"`
 	PID          int    `json:"pid"`
 	BootID       string `json:"boot_id,omitempty"`
 	ProcessStart string `json:"process_start,omitempty"`
 }
 
-// String is the value of BranchOwnerKey.
-func (o BranchOwner) String() string {
+// String is the value of OwnerKey.
+func (o Owner) String() string {
 	return fmt.Sprintf("%s/%d/%s/%s", o.Host, o.PID, o.BootID, o.ProcessStart)
 }
 
-// ParseBranchOwner reads a BranchOwnerKey value. The host may contain '/';
+// ParseOwner reads a OwnerKey value. The host may contain '/';
 // the last three fields may not.
-func ParseBranchOwner(s string) (BranchOwner, error) {
+func ParseOwner(s string) (Owner, error) {
 	parts := strings.Split(s, "/")
 	if len(parts) < 4 {
-		return BranchOwner{}, fmt.Errorf("owner %q: want <host>/<pid>/<boot id>/<process start>", s)
+		return Owner{}, fmt.Errorf("owner %q: want <host>/<pid>/<boot id>/<process start>", s)
 	}
 	n := len(parts)
 	host := strings.Join(parts[:n-3], "/")
 	pid, err := strconv.Atoi(parts[n-3])
 	if err != nil || pid <= 0 || host == "" {
-		return BranchOwner{}, fmt.Errorf("owner %q: want <host>/<pid>/<boot id>/<process start> with a positive pid", s)
+		return Owner{}, fmt.Errorf("owner %q: want <host>/<pid>/<boot id>/<process start> with a positive pid", s)
 	}
-	return BranchOwner{Host: host, PID: pid, BootID: parts[n-2], ProcessStart: parts[n-1]}, nil
+	return Owner{Host: host, PID: pid, BootID: parts[n-2], ProcessStart: parts[n-1]}, nil
 }
 
-// BranchSource is the snapshot a branch was forked from. Branch is "" for
+// Source is the snapshot a branch was forked from. Branch is "" for
 // main.
-type BranchSource struct {
+type Source struct {
 	Branch  string
 	Version uint64
 }
 
 // String is "<branch>@<version>", "main" for main.
-func (s BranchSource) String() string {
+func (s Source) String() string {
 	b := s.Branch
 	if b == "" {
 		b = "main"
@@ -109,12 +111,12 @@ func (s BranchSource) String() string {
 	return fmt.Sprintf("%s@%d", b, s.Version)
 }
 
-// ParseBranchFrom reads "<branch>[@<version>]" (--from): hasVersion is
+// ParseFrom reads "<branch>[@<version>]" (--from): hasVersion is
 // false when the version is left out. "main" is main.
-func ParseBranchFrom(s string) (src BranchSource, hasVersion bool, err error) {
+func ParseFrom(s string) (src Source, hasVersion bool, err error) {
 	name, ver, at := strings.Cut(s, "@")
-	bad := func(format string, args ...any) (BranchSource, bool, error) {
-		return BranchSource{}, false, core.Errorf("branch-source", s, core.ErrInvalidArgument, format, args...)
+	bad := func(format string, args ...any) (Source, bool, error) {
+		return Source{}, false, core.Errorf("branch-source", s, core.ErrInvalidArgument, format, args...)
 	}
 	if at {
 		v, err := strconv.ParseUint(ver, 10, 64)
@@ -132,71 +134,71 @@ func ParseBranchFrom(s string) (src BranchSource, hasVersion bool, err error) {
 	return src, hasVersion, nil
 }
 
-// BranchLifecycle is what the reserved keys of a branch file say.
-type BranchLifecycle struct {
-	State BranchState `json:"state"`
+// Record is what the reserved keys of a branch file say.
+type Record struct {
+	State State `json:"state"`
 	// Managed: the file carries retain's lifecycle keys; false for a
 	// branch only Lance wrote (State is then ready).
 	Managed bool `json:"managed"`
 	// Op is the operation that wrote the state.
 	Op string `json:"operation,omitempty"`
 	// Owner runs the transition (creating, deleting).
-	Owner *BranchOwner `json:"owner,omitempty"`
+	Owner *Owner `json:"owner,omitempty"`
 	// Source is the recorded fork point, if any.
 	Source string    `json:"source,omitempty"`
 	At     time.Time `json:"at,omitzero"`
 }
 
-// ParseBranchLifecycle reads the lifecycle from a branch file's metadata.
-// Without BranchStateKey the branch is ready and unmanaged (no other
+// Parse reads the lifecycle from a branch file's metadata.
+// Without StateKey the branch is ready and unmanaged (no other
 // reserved key may appear then); creating and deleting need an operation
-// and an owner. Anything else is ErrBranchLifecycle.
-func ParseBranchLifecycle(meta map[string]string) (BranchLifecycle, error) {
-	bad := func(format string, args ...any) (BranchLifecycle, error) {
-		return BranchLifecycle{}, fmt.Errorf("%w: %s", ErrBranchLifecycle, fmt.Sprintf(format, args...))
+// and an owner. Anything else is ErrMalformed.
+func Parse(meta map[string]string) (Record, error) {
+	bad := func(format string, args ...any) (Record, error) {
+		return Record{}, fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 	}
-	st, ok := meta[BranchStateKey]
+	st, ok := meta[StateKey]
 	if !ok {
 		for k := range meta {
-			if strings.HasPrefix(k, ReservedPrefix) {
-				return bad("%q without %q", k, BranchStateKey)
+			if strings.HasPrefix(k, refmeta.ReservedPrefix) {
+				return bad("%q without %q", k, StateKey)
 			}
 		}
-		return BranchLifecycle{State: BranchReady}, nil
+		return Record{State: Ready}, nil
 	}
-	l := BranchLifecycle{State: BranchState(st), Managed: true, Op: meta[BranchOpKey], Source: meta[BranchSourceKey]}
+	l := Record{State: State(st), Managed: true, Op: meta[OpKey], Source: meta[SourceKey]}
 	switch l.State {
-	case BranchCreating, BranchReady, BranchDeleting:
+	case Creating, Ready, Deleting:
 	default:
-		return bad("%s %q: want creating, ready or deleting", BranchStateKey, st)
+		return bad("%s %q: want creating, ready or deleting", StateKey, st)
 	}
-	if o, ok := meta[BranchOwnerKey]; ok {
-		owner, err := ParseBranchOwner(o)
+	if o, ok := meta[OwnerKey]; ok {
+		owner, err := ParseOwner(o)
 		if err != nil {
-			return bad("%s: %v", BranchOwnerKey, err)
+			return bad("%s: %v", OwnerKey, err)
 		}
 		l.Owner = &owner
 	}
-	if l.State != BranchReady && (l.Op == "" || l.Owner == nil) {
-		return bad("state %s without %s and %s", l.State, BranchOpKey, BranchOwnerKey)
+	if l.State != Ready && (l.Op == "" || l.Owner == nil) {
+		return bad("state %s without %s and %s", l.State, OpKey, OwnerKey)
 	}
 	if l.Source != "" {
-		if _, has, err := ParseBranchFrom(l.Source); err != nil || !has {
-			return bad("%s %q: want <branch>@<version>", BranchSourceKey, l.Source)
+		if _, has, err := ParseFrom(l.Source); err != nil || !has {
+			return bad("%s %q: want <branch>@<version>", SourceKey, l.Source)
 		}
 	}
-	if at, ok := meta[BranchAtKey]; ok {
+	if at, ok := meta[AtKey]; ok {
 		t, err := time.Parse(time.RFC3339Nano, at)
 		if err != nil {
-			return bad("%s %q: want an RFC 3339 time", BranchAtKey, at)
+			return bad("%s %q: want an RFC 3339 time", AtKey, at)
 		}
 		l.At = t
 	}
 	for k := range meta {
 		switch k {
-		case BranchStateKey, BranchOpKey, BranchOwnerKey, BranchSourceKey, BranchAtKey:
+		case StateKey, OpKey, OwnerKey, SourceKey, AtKey:
 		default:
-			if strings.HasPrefix(k, ReservedPrefix) {
+			if strings.HasPrefix(k, refmeta.ReservedPrefix) {
 				return bad("unknown reserved key %q", k)
 			}
 		}
@@ -204,28 +206,17 @@ func ParseBranchLifecycle(meta map[string]string) (BranchLifecycle, error) {
 	return l, nil
 }
 
-// BranchMeta returns the metadata map of a branch file: the user metadata
+// Meta returns the metadata map of a branch file: the user metadata
 // user (reserved keys in it are dropped) with the lifecycle state, its
 // operation, owner (nil for none), source and the time at.
-func BranchMeta(user map[string]string, state BranchState, op string, owner *BranchOwner, source BranchSource, at time.Time) map[string]string {
-	m := UserMeta(user)
-	m[BranchStateKey] = string(state)
-	m[BranchOpKey] = op
-	m[BranchSourceKey] = source.String()
-	m[BranchAtKey] = at.UTC().Format(time.RFC3339Nano)
+func Meta(user map[string]string, state State, op string, owner *Owner, source Source, at time.Time) map[string]string {
+	m := refmeta.User(user)
+	m[StateKey] = string(state)
+	m[OpKey] = op
+	m[SourceKey] = source.String()
+	m[AtKey] = at.UTC().Format(time.RFC3339Nano)
 	if owner != nil {
-		m[BranchOwnerKey] = owner.String()
+		m[OwnerKey] = owner.String()
 	}
 	return m
-}
-
-// UserMeta returns meta without the reserved keys.
-func UserMeta(meta map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range meta {
-		if !strings.HasPrefix(k, ReservedPrefix) {
-			out[k] = v
-		}
-	}
-	return out
 }

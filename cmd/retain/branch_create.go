@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/refmeta"
 )
 
 func (a *app) branchCreateCmd() *cobra.Command {
@@ -40,7 +40,7 @@ resumed, already-ready), source, parent_branch, parent_version, head,
 metadata, lifecycle, took_over}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := tag.ParseMeta(meta)
+			m, err := refmeta.Parse(meta)
 			if err != nil {
 				return err
 			}
@@ -94,5 +94,5 @@ func branchMetaString(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	return tag.Filter(m).String()
+	return refmeta.Filter(m).String()
 }

@@ -115,7 +115,7 @@ func branchNoHalfState(t *testing.T, table string) branchListOut {
 	t.Helper()
 	l := branchListed(t, table, false)
 	for _, b := range l.Branches {
-		if b.State != lifecycle.BranchReady {
+		if b.State != lifecycle.Ready {
 			t.Fatalf("listed in a half state: %+v", b)
 		}
 	}
@@ -220,7 +220,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 					t.Fatalf("after-claim: %+v", all)
 				}
 			case branch.FPCreateAfterCreating: // hidden, shown with --all as creating
-				if branchByName(l, "exp") != nil || l.Hidden != 1 || exp.State != lifecycle.BranchCreating || exp.Lifecycle.Owner == nil || exp.Metadata["session"] != "s1" {
+				if branchByName(l, "exp") != nil || l.Hidden != 1 || exp.State != lifecycle.Creating || exp.Lifecycle.Owner == nil || exp.Metadata["session"] != "s1" {
 					t.Fatalf("after-creating: %+v", all)
 				}
 			case branch.FPCreateAfterReady:
@@ -269,7 +269,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 		branchTakeOverClaim(t, db)
 		out, errs, code := retain(t, "branch", "delete", "exp", db, "--json")
 		var res branch.Deleted
-		if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Tables[0].StateBefore != lifecycle.BranchCreating || res.Tables[0].TookOver == nil {
+		if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Tables[0].StateBefore != lifecycle.Creating || res.Tables[0].TookOver == nil {
 			t.Fatalf("delete of a crashed adoption: %d %s %s", code, out, errs)
 		}
 		if l := branchListed(t, table, true); l.Total != 0 {
@@ -300,7 +300,7 @@ func TestBranchLifecycleCrashMatrix(t *testing.T) {
 					t.Fatalf("after-claim: %+v", l)
 				}
 			case fp == branch.FPDeleteAfterDeleting:
-				if e := branchByName(all, "exp"); branchByName(l, "exp") != nil || e == nil || e.State != lifecycle.BranchDeleting || e.Metadata["session"] != "s1" {
+				if e := branchByName(all, "exp"); branchByName(l, "exp") != nil || e == nil || e.State != lifecycle.Deleting || e.Metadata["session"] != "s1" {
 					t.Fatalf("after-deleting: %+v", all)
 				}
 			default:

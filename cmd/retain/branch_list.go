@@ -13,7 +13,7 @@ import (
 	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/refmeta"
 )
 
 // branchListJSON is the JSON of `retain branch list`.
@@ -68,7 +68,7 @@ chain, main first), key, problem}. Malformed branch files are listed under
 problems and the exit status is 1.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := tag.ParseFilter(filter)
+			f, err := refmeta.ParseFilter(filter)
 			if err != nil {
 				return err
 			}
@@ -149,7 +149,7 @@ identifier (Lance's version_mapping: [{Version, ID}]).`,
 // branchStateLabel is the state column: "ready (lance)" for a branch only
 // Lance wrote.
 func branchStateLabel(b branch.Info) string {
-	if b.State == lifecycle.BranchReady && !b.Lifecycle.Managed {
+	if b.State == lifecycle.Ready && !b.Lifecycle.Managed {
 		return "ready (lance)"
 	}
 	return string(b.State)
@@ -222,7 +222,7 @@ func writeBranchTree(w io.Writer, n *branchNode, prefix string, label func(*bran
 func (a *app) printBranchList(out branchListJSON) {
 	what := "branches"
 	if len(out.Filter) > 0 {
-		what += " matching " + tag.Filter(out.Filter).String()
+		what += " matching " + refmeta.Filter(out.Filter).String()
 	}
 	fmt.Fprintf(a.stdout, "%s of %s: %d listed", what, out.Table, len(out.Branches))
 	if out.Hidden > 0 {

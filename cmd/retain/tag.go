@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/tag"
@@ -128,7 +129,7 @@ the conditional write used.`,
 			if cmd.Flags().Changed("version") && version == 0 {
 				return usageError{errors.New("--version: Lance versions start at 1")}
 			}
-			m, err := tag.ParseMeta(meta)
+			m, err := refmeta.Parse(meta)
 			if err != nil {
 				return err
 			}
@@ -168,7 +169,7 @@ and createdAt are kept; updatedAt is refreshed.
 --json prints {op, cas, tag}.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := tag.ParseMeta(meta)
+			m, err := refmeta.Parse(meta)
 			if err != nil {
 				return err
 			}
@@ -281,5 +282,5 @@ func fmtMeta(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"
 	}
-	return tag.Filter(m).String()
+	return refmeta.Filter(m).String()
 }

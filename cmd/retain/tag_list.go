@@ -10,14 +10,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/tag"
 )
 
 // tagListJSON is `retain tag list --json`.
 type tagListJSON struct {
-	Table  string     `json:"table"`
-	Filter tag.Filter `json:"filter"`
-	Tags   []tag.Ref  `json:"tags"`
+	Table  string         `json:"table"`
+	Filter refmeta.Filter `json:"filter"`
+	Tags   []tag.Ref      `json:"tags"`
 	// Hidden counts checkpoint pin tags left out (without --all).
 	Hidden   int                  `json:"hidden_pins"`
 	Problems []lance.InspectIssue `json:"problems"`
@@ -41,7 +42,7 @@ the good tags are still shown.
 in "retain tag show --json".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			fl, err := tag.ParseFilter(filter)
+			fl, err := refmeta.ParseFilter(filter)
 			if err != nil {
 				return err
 			}

@@ -165,8 +165,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// open starts (or opens in-process) one instance of the adapter on loc.
-func (c *Config) open(ctx context.Context, loc core.Location) (core.Driver, error) {
+// Open starts one instance of the adapter on loc the way the suite's
+// cases do: in process (InProcess), from a vendor's binary (a path, with
+// SHA256), or as a plugin of this very binary, which must call Dispatch
+// first in main or TestMain. Benchmarks use it to measure an adapter
+// through the same boundary the suite proves.
+func (c *Config) Open(ctx context.Context, loc core.Location) (core.Driver, error) {
 	switch {
 	case c.InProcess:
 		a, _ := c.carried(c.Adapter)

@@ -58,8 +58,12 @@ func serveSelf(adapters []core.Adapter, name string) error {
 		names = append(names, a.Name)
 	}
 	sort.Strings(names)
+	carried := "none"
+	if len(names) > 0 {
+		carried = strings.Join(names, ", ")
+	}
 	return core.Errorf("conformance", "", core.ErrInvalidArgument,
-		"this binary carries no adapter %q; it carries: %s", name, strings.Join(names, ", "))
+		"this binary carries no adapter %q; it carries: %s", name, carried)
 }
 
 func launchSelf(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*pluginproto.Client, error) {

@@ -107,7 +107,7 @@ func setup(ctx context.Context, cfg *Config) (*suite, *regexp.Regexp, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := cfg.open(ctx, loc)
+	d, err := cfg.Open(ctx, loc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening adapter %s on %s: %w", cfg.Adapter, loc, err)
 	}

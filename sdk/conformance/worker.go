@@ -123,7 +123,7 @@ func workerMain(adapters []core.Adapter) error {
 		return err
 	}
 	ctx := context.Background()
-	root, err := cfg.open(ctx, loc)
+	root, err := cfg.Open(ctx, loc)
 	if err != nil {
 		return err
 	}

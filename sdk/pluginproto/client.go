@@ -294,11 +294,6 @@ func launchCtxError(name, path string, cerr error) error {
 
 var pluginVersionRE = regexp.MustCompile(`Plugin version: (\d+)`)
 
-// launchError explains why go-plugin could not start or reach the plugin.
-// go-plugin reports version and handshake failures only as text, so this
-// matches its messages to say what went wrong; the version test pins the
-// text of the go-plugin release in go.mod. An unmatched message still
-// fails the launch (ErrUnavailable), it only loses the better explanation.
 // ExitError is in the chain of a launch error when the plugin process
 // exited before its handshake: a host that runs its own binary as a plugin
 // (retain's bundled adapters, the conformance suite's test binaries) uses
@@ -314,6 +309,11 @@ func (e *ExitError) Error() string {
 }
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// launchError explains why go-plugin could not start or reach the plugin.
+// go-plugin reports version and handshake failures only as text, so this
+// matches its messages to say what went wrong; the version test pins the
+// text of the go-plugin release in go.mod. An unmatched message still
+// fails the launch (ErrUnavailable), it only loses the better explanation.
 func launchError(name, path string, err error) error {
 	const op = "launch"
 	msg := err.Error()

@@ -1,31 +1,42 @@
-// Package tag makes Lance tags safe references for agent memory: tags
-// with metadata whose create is create-if-absent and whose update and
-// delete are compare-and-swap on the tag object, refused on a branch that
-// is being deleted. Every file it writes is one real Lance reads; every
-// file real Lance writes it reads. The metadata helpers here (ParseMeta,
-// Filter, lifecycle.UserMeta) serve branches too.
-package tag
+// Package refmeta is the metadata retain keeps on refs, tags and branches
+// alike: user metadata parsed from --meta, filters from --filter, and the
+// prefix of the keys retain reserves for itself (the branch lifecycle).
+package refmeta
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 
-	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
-// ParseMeta parses "k=v" pairs (--meta) into a map. Keys are non-empty,
+// ReservedPrefix starts the metadata keys retain keeps for itself (the
+// branch lifecycle). User metadata on tags and branches may not use it.
+const ReservedPrefix = "retain."
+
+// User returns meta without the reserved keys.
+func User(meta map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range meta {
+		if !strings.HasPrefix(k, ReservedPrefix) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Parse parses "k=v" pairs (--meta) into a map. Keys are non-empty,
 // unique and not reserved; values may be empty and may contain '='.
-func ParseMeta(kvs []string) (map[string]string, error) {
+func Parse(kvs []string) (map[string]string, error) {
 	m := map[string]string{}
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		switch {
 		case !ok || k == "":
 			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata is written key=value, got %s", core.Quote(kv))
-		case strings.HasPrefix(k, lifecycle.ReservedPrefix):
-			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata keys beginning %q are reserved for retain", lifecycle.ReservedPrefix)
+		case strings.HasPrefix(k, ReservedPrefix):
+			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata keys beginning %q are reserved for retain", ReservedPrefix)
 		}
 		if _, dup := m[k]; dup {
 			return nil, core.Errorf("meta", kv, core.ErrInvalidArgument, "metadata key %q given twice", k)

@@ -9,6 +9,7 @@ import (
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
@@ -164,11 +165,21 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range paths {
-		ct, ok, err := captureTable(ctx, s, snap, p, branch)
-		if err != nil {
-			return nil, err
-		}
+	type captured struct {
+		ct CapturedTable
+		ok bool
+	}
+	// Every table's head is read side by side; the store's limiter bounds
+	// the requests.
+	caps, err := fanout.Map(ctx, s.Parallelism(), len(paths), func(ctx context.Context, i int) (captured, error) {
+		ct, ok, err := captureTable(ctx, s, snap, paths[i], branch)
+		return captured{ct, ok}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range paths {
+		ct, ok := caps[i].ct, caps[i].ok
 		if !ok {
 			continue
 		}
@@ -250,6 +261,42 @@ func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 		ct.TableID, ct.Incarnation, ct.NewTable = registry.NewID(), 1, true
 	}
 	return ct, true, nil
+}
+
+// sourceChanged is verifyTableTag's refusal of a table whose tagged
+// version is no longer the commit captured: the caller rolls back.
+type sourceChanged struct{ err error }
+
+func (e *sourceChanged) Error() string { return e.err.Error() }
+func (e *sourceChanged) Unwrap() error { return e.err }
+
+// verifyTableTag checks that ct's tag was written as planned and that the
+// tagged version is still the commit captured (a table recreated at its
+// path between capture and tagging has the same version numbers and other
+// commits).
+func verifyTableTag(ctx context.Context, s *core.Store, ct CapturedTable, branch string) error {
+	ds, err := lance.Open(s, ct.Path)
+	if err != nil {
+		return err
+	}
+	t, err := ds.ReadTag(ctx, ct.Tag)
+	if err != nil {
+		return fmt.Errorf("verifying tag %s of %s: %w", ct.Tag, ct.Path, err)
+	}
+	if !tagMatches(t, branch, ct.Version, ct.ref.Size) {
+		return errorf("create", ct.Path, ErrPinConflict, "tag %s points at %s after it was written", ct.Tag, describeTag(t))
+	}
+	bds := ds
+	if branch != registry.MainBranch {
+		if bds, err = ds.Branch(branch); err != nil {
+			return err
+		}
+	}
+	if err := bds.CheckPhysRef(ctx, ct.ref); err != nil {
+		msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
+		return &sourceChanged{refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)}
+	}
+	return nil
 }
 
 // sameSource reports what differs between two captures, "" if nothing.
@@ -468,35 +515,52 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 	// keeps and reports as lost authority rather than reclaim.
 	rollback := func() {
 		rctx := context.WithoutCancel(ctx)
-		var failed error
-		for _, ct := range tables {
-			ds, err := lance.Open(s, ct.Path)
+		errs := make([]error, len(tables))
+		_ = fanout.Each(rctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) error {
+			ds, err := lance.Open(s, tables[i].Path)
 			if err == nil {
-				err = deleteTag(rctx, ds, ct.Tag)
+				err = deleteTag(ctx, ds, tables[i].Tag)
 			}
-			failed = errors.Join(failed, err)
-		}
-		failed = errors.Join(failed, deleteTag(rctx, rds, regTag))
+			errs[i] = err
+			return nil // try every tag
+		})
+		failed := errors.Join(append(errs, deleteTag(rctx, rds, regTag))...)
 		if failed == nil {
 			_ = s.Delete(rctx, SidecarKey(op), core.DeleteOptions{})
 		}
 	}
-	// Tags, idempotently: table pins, then the registry pin.
-	for i, ct := range tables {
-		ds, err := lance.Open(s, ct.Path)
+	// Tags, idempotently: table pins, then the registry pin. The first
+	// table's alone (a crash after it leaves exactly one tag), then the
+	// rest side by side; every writer has finished before the outcome is
+	// judged, so a rollback never races a tag still being written.
+	tagTable := func(ctx context.Context, i int) error {
+		ds, err := lance.Open(s, tables[i].Path)
 		if err != nil {
-			return nil, false, err
+			return err
 		}
-		if err := ensureTableTag(ctx, ds, ct.Tag, pins[i], ct.ref.Size, registry.NewPinRecord(id, name, branch, now, actor, len(pins), &pins[i])); err != nil {
-			if errors.Is(err, core.ErrNotFound) {
-				rollback()
-				return nil, false, refusal("create", ct.Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", ct.Version), err)
+		return ensureTableTag(ctx, ds, tables[i].Tag, pins[i], tables[i].ref.Size, registry.NewPinRecord(id, name, branch, now, actor, len(pins), &pins[i]))
+	}
+	tagErr := tagTable(ctx, 0)
+	failed := 0
+	if tagErr == nil {
+		failpoint.Hit(FPCreateMidTags)
+		errs := make([]error, len(tables))
+		tagErr = fanout.Each(ctx, s.Parallelism(), len(tables)-1, func(ctx context.Context, i int) error {
+			errs[i+1] = tagTable(ctx, i+1)
+			return errs[i+1]
+		})
+		for i, err := range errs {
+			if err != nil && err == tagErr {
+				failed = i
 			}
-			return nil, false, err // leave the sidecar: reconcile rolls back
 		}
-		if i == 0 {
-			failpoint.Hit(FPCreateMidTags)
+	}
+	if tagErr != nil {
+		if errors.Is(tagErr, core.ErrNotFound) {
+			rollback()
+			return nil, false, refusal("create", tables[failed].Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", tables[failed].Version), tagErr)
 		}
+		return nil, false, tagErr // leave the sidecar: reconcile rolls back
 	}
 	if err := ensureRegistryTag(ctx, rds, regTag, ref, registry.NewPinRecord(id, name, branch, now, actor, len(pins), nil)); err != nil {
 		return nil, false, err
@@ -504,30 +568,17 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 	failpoint.Hit(FPCreateAfterTags)
 	// Verify every tag, and that each tagged version is still the commit
 	// captured (a table recreated at its path between capture and tagging
-	// has the same version numbers and other commits: refuse).
-	for _, ct := range tables {
-		ds, err := lance.Open(s, ct.Path)
-		if err != nil {
-			return nil, false, err
-		}
-		t, err := ds.ReadTag(ctx, ct.Tag)
-		if err != nil {
-			return nil, false, fmt.Errorf("verifying tag %s of %s: %w", ct.Tag, ct.Path, err)
-		}
-		if !tagMatches(t, branch, ct.Version, ct.ref.Size) {
-			return nil, false, errorf("create", ct.Path, ErrPinConflict, "tag %s points at %s after it was written", ct.Tag, describeTag(t))
-		}
-		bds := ds
-		if branch != registry.MainBranch {
-			if bds, err = ds.Branch(branch); err != nil {
-				return nil, false, err
-			}
-		}
-		if err := bds.CheckPhysRef(ctx, ct.ref); err != nil {
+	// has the same version numbers and other commits: refuse), side by side.
+	verifyErr := fanout.Each(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) error {
+		return verifyTableTag(ctx, s, tables[i], branch)
+	})
+	if verifyErr != nil {
+		var changed *sourceChanged
+		if errors.As(verifyErr, &changed) {
 			rollback()
-			msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
-			return nil, false, refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)
+			return nil, false, changed.err
 		}
+		return nil, false, verifyErr
 	}
 	t, err := rds.ReadTag(ctx, regTag)
 	if err != nil || !tagMatches(t, registry.MainBranch, uint64(ref.Version), ref.Size) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -216,21 +217,32 @@ func (o Options) DropLost(ctx context.Context, s *core.Store, nameOrID, path str
 
 // commitChecks remembers lostEvidence per pinned version for one pass, so
 // checkpoints pinning the same version cost one read.
-type commitChecks map[string]commitCheck
-
-type commitCheck struct {
-	l   lost
-	err error
+type commitChecks struct {
+	mu sync.Mutex
+	m  map[string]*commitCheck
 }
 
-func (c commitChecks) lost(ctx context.Context, s *core.Store, r registry.Row) (lost, error) {
+type commitCheck struct {
+	once sync.Once
+	l    lost
+	err  error
+}
+
+func newCommitChecks() *commitChecks { return &commitChecks{m: map[string]*commitCheck{}} }
+
+// lost judges r's pinned commit once per distinct (table, branch, commit),
+// however many checkpoints pin it and however many goroutines ask at once.
+func (c *commitChecks) lost(ctx context.Context, s *core.Store, r registry.Row) (lost, error) {
 	k := r.Path + "\x00" + r.Branch + "\x00" + r.PhysicalRef
-	if got, ok := c[k]; ok {
-		return got.l, got.err
+	c.mu.Lock()
+	e, ok := c.m[k]
+	if !ok {
+		e = &commitCheck{}
+		c.m[k] = e
 	}
-	l, err := lostEvidence(ctx, s, r)
-	c[k] = commitCheck{l, err}
-	return l, err
+	c.mu.Unlock()
+	e.once.Do(func() { e.l, e.err = lostEvidence(ctx, s, r) })
+	return e.l, e.err
 }
 
 // wayOut is what to do about a lost pin, with the command.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -298,11 +299,15 @@ func (p *reconcilePass) explainLive(ctx context.Context) error {
 	for _, path := range paths {
 		p.present[path] = true
 	}
-	for _, cp := range p.snap.Live() {
-		rp, err := registryPin(ctx, p.reg, cp)
-		if err != nil {
-			return err
-		}
+	live := p.snap.Live()
+	rps, err := fanout.Map(ctx, p.s.Parallelism(), len(live), func(ctx context.Context, i int) (PinHealth, error) {
+		return registryPin(ctx, p.reg, live[i])
+	})
+	if err != nil {
+		return err
+	}
+	for i, cp := range live {
+		rp := rps[i]
 		if rp.Tag == "" {
 			// The version that published a live checkpoint is gone: the
 			// registry lost part of its history.
@@ -333,12 +338,26 @@ func (p *reconcilePass) explainLive(ctx context.Context) error {
 // (judgeTag). One pin the registry cannot account for puts every deletion
 // in doubt.
 func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
-	for _, root := range append([]string{registry.RegistryPath}, p.rep.Tables...) {
-		ds, err := lance.Open(p.s, root)
+	roots := append([]string{registry.RegistryPath}, p.rep.Tables...)
+	type listed struct {
+		ds  *lance.Dataset
+		ts  []lance.Tag
+		err error
+	}
+	// Every root's tags side by side; judged below in root order.
+	all, err := fanout.Map(ctx, p.s.Parallelism(), len(roots), func(ctx context.Context, i int) (listed, error) {
+		ds, err := lance.Open(p.s, roots[i])
 		if err != nil {
-			return err
+			return listed{}, err
 		}
 		ts, err := ds.ListTags(ctx)
+		return listed{ds, ts, err}, nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, root := range roots {
+		ds, ts, err := all[i].ds, all[i].ts, all[i].err
 		var mal *lance.MalformedRefsError
 		if errors.As(err, &mal) {
 			for _, k := range mal.Keys() {
@@ -410,43 +429,75 @@ func (p *reconcilePass) conflict(c Conflict) {
 // repairPins restores the pins live checkpoints need: registry pins, then
 // row pins. A pin that cannot be repaired is a conflict on its path.
 func (p *reconcilePass) repairPins(ctx context.Context) {
-	commits := commitChecks{}
-	for _, r := range p.regPins {
+	commits := newCommitChecks()
+	// Each pin is checked (and repaired) side by side; the outcomes are
+	// recorded in the order a serial pass would have them.
+	regOut := make([]repairOutcome, len(p.regPins))
+	_ = fanout.Each(ctx, p.s.Parallelism(), len(p.regPins), func(ctx context.Context, i int) error {
+		r := p.regPins[i]
 		ref, _ := registry.ParseRef(r.rp.PhysicalRef)
 		if st, detail := tagHealth(ctx, p.rds, r.rp); st == PinMissing {
 			if err := ensureRegistryTag(ctx, p.rds, r.rp.Tag, ref, recordOf(r.cp, nil)); err != nil {
-				p.conflict(Conflict{Kind: ConflictWrongTarget, Path: registry.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()})
+				regOut[i].conflict = &Conflict{Kind: ConflictWrongTarget, Path: registry.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()}
 			} else {
-				p.rep.Repaired = append(p.rep.Repaired, PinEvent{Path: registry.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: registry.MainBranch, Version: r.rp.Version})
+				regOut[i].repaired = &PinEvent{Path: registry.RegistryPath, Tag: r.rp.Tag, CheckpointID: r.cp.ID, Name: r.cp.Name, Branch: registry.MainBranch, Version: r.rp.Version}
 			}
 		} else if st != PinOK {
-			p.conflict(Conflict{Kind: ConflictWrongTarget, Path: registry.RegistryPath, Tag: r.rp.Tag, Detail: detail})
+			regOut[i].conflict = &Conflict{Kind: ConflictWrongTarget, Path: registry.RegistryPath, Tag: r.rp.Tag, Detail: detail}
 		}
-	}
-	for _, r := range p.rows {
+		return nil
+	})
+	rowOut := make([]repairOutcome, len(p.rows))
+	_ = fanout.Each(ctx, p.s.Parallelism(), len(p.rows), func(ctx context.Context, i int) error {
+		r := p.rows[i]
 		if !p.present[r.row.Path] {
-			p.conflict(Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))})
-			continue
+			rowOut[i].conflict = &Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))}
+			return nil
 		}
-		if c := repairRow(ctx, p.s, r.cp, r.row, r.tag, p.rep, commits); c != nil {
-			p.conflict(*c)
+		rowOut[i] = repairRow(ctx, p.s, r.cp, r.row, r.tag, commits)
+		return nil
+	})
+	for _, o := range append(regOut, rowOut...) {
+		if o.conflict != nil {
+			p.conflict(*o.conflict)
+		}
+		if o.repaired != nil {
+			p.rep.Repaired = append(p.rep.Repaired, *o.repaired)
 		}
 	}
+}
+
+// repairOutcome is what checking one pin found: a conflict, a repair, or
+// (both nil) a pin in order.
+type repairOutcome struct {
+	conflict *Conflict
+	repaired *PinEvent
 }
 
 // reclaimTags deletes the reserved tags judged reclaimable. Tables with a
 // conflict are left alone.
 func (p *reconcilePass) reclaimTags(ctx context.Context) {
+	var todo []reclaim
 	for _, rc := range p.reclaims {
-		if p.conflicted[rc.root] || p.unreadable[rc.root] || p.inFlight[rc.id] || p.rolledBackTags[rc.root+":"+rc.tag.Name] {
-			continue
+		if !p.conflicted[rc.root] && !p.unreadable[rc.root] && !p.inFlight[rc.id] && !p.rolledBackTags[rc.root+":"+rc.tag.Name] {
+			todo = append(todo, rc)
 		}
-		ifVersion := ""
-		if p.s.Require(core.FeatureDeleteIfVersion, p.scope) == nil {
-			ifVersion = rc.tag.Info.Version
+	}
+	ifVersion := p.s.Require(core.FeatureDeleteIfVersion, p.scope) == nil
+	errs := make([]error, len(todo))
+	_ = fanout.Each(ctx, p.s.Parallelism(), len(todo), func(ctx context.Context, i int) error {
+		v := ""
+		if ifVersion {
+			v = todo[i].tag.Info.Version
 		}
-		if err := rc.ds.DeleteTag(ctx, rc.tag.Name, ifVersion); err != nil && !errors.Is(err, lance.ErrTagNotFound) {
-			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: err.Error()})
+		if err := todo[i].ds.DeleteTag(ctx, todo[i].tag.Name, v); err != nil && !errors.Is(err, lance.ErrTagNotFound) {
+			errs[i] = err
+		}
+		return nil
+	})
+	for i, rc := range todo {
+		if errs[i] != nil {
+			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: errs[i].Error()})
 			continue
 		}
 		p.rep.Reclaimed = append(p.rep.Reclaimed, PinEvent{Path: rc.root, Tag: rc.tag.Name, CheckpointID: rc.id, Branch: branchOf(rc.tag), Version: rc.tag.Version, Why: rc.why})
@@ -455,34 +506,33 @@ func (p *reconcilePass) reclaimTags(ctx context.Context) {
 
 // repairRow checks one live row's tag and recreates it if it is missing
 // and the version is still the commit the row names.
-func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, tag string, rep *Report, commits commitChecks) *Conflict {
+func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, tag string, commits *commitChecks) repairOutcome {
 	ds, err := lance.Open(s, r.Path)
 	if err != nil {
-		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
+		return repairOutcome{conflict: &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}}
 	}
 	ref, err := lance.ParsePhysRef(r.PhysicalRef)
 	if err != nil {
-		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}
+		return repairOutcome{conflict: &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}}
 	}
 	p := PinHealth{Kind: "table", Path: r.Path, Branch: r.Branch, Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
 	st, detail := tagHealth(ctx, ds, p)
 	if st != PinOK && st != PinMissing {
-		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: detail}
+		return repairOutcome{conflict: &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: detail}}
 	}
 	// Present or not, the tag is only worth something while the version
 	// is still the commit the row names: what cleanup would refuse,
 	// reconcile reports, with the way out.
 	if l, err := commits.lost(ctx, s, r); err != nil {
-		return &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d on %s cannot be read: %v; make it readable, then reconcile again", cp.ID, cp.Name, r.Version, r.Branch, err)}
+		return repairOutcome{conflict: &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): version %d on %s cannot be read: %v; make it readable, then reconcile again", cp.ID, cp.Name, r.Version, r.Branch, err)}}
 	} else if l.kind != "" {
-		return &Conflict{Kind: l.kind, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): %s; %s", cp.ID, cp.Name, l.why, l.wayOut(cp.ID, r.Path))}
+		return repairOutcome{conflict: &Conflict{Kind: l.kind, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): %s; %s", cp.ID, cp.Name, l.why, l.wayOut(cp.ID, r.Path))}}
 	}
 	if st == PinOK {
-		return nil
+		return repairOutcome{}
 	}
 	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size, recordOf(cp, &r.Pin)); err != nil {
-		return &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}
+		return repairOutcome{conflict: &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}}
 	}
-	rep.Repaired = append(rep.Repaired, PinEvent{Path: r.Path, Tag: tag, CheckpointID: cp.ID, Name: cp.Name, Branch: r.Branch, Version: r.Version})
-	return nil
+	return repairOutcome{repaired: &PinEvent{Path: r.Path, Tag: tag, CheckpointID: cp.ID, Name: cp.Name, Branch: r.Branch, Version: r.Version}}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -130,14 +131,13 @@ func List(ctx context.Context, s *core.Store) (registry.Version, []Info, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	out := []Info{}
-	commits := commitChecks{}
-	for _, cp := range snap.Live() {
-		in, err := info(ctx, s, reg, cp, commits)
-		if err != nil {
-			return 0, nil, err
-		}
-		out = append(out, in)
+	commits := newCommitChecks()
+	live := snap.Live()
+	out, err := fanout.Map(ctx, s.Parallelism(), len(live), func(ctx context.Context, i int) (Info, error) {
+		return info(ctx, s, reg, live[i], commits)
+	})
+	if err != nil {
+		return 0, nil, err
 	}
 	return v, out, nil
 }
@@ -151,7 +151,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	if err != nil {
 		return nil, err
 	}
-	in, err := info(ctx, s, reg, cp, commitChecks{})
+	in, err := info(ctx, s, reg, cp, newCommitChecks())
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +161,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	return &in, nil
 }
 
-func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits commitChecks) (Info, error) {
+func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits *commitChecks) (Info, error) {
 	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
 		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
 		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
@@ -173,28 +173,13 @@ func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registr
 		rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
 	}
 	in.Pins = append(in.Pins, rp)
-	for _, r := range cp.Rows {
-		tag, err := registry.TablePinTag(cp.ID, r.Pin)
-		if err != nil {
-			return Info{}, err
-		}
-		p := PinHealth{Kind: "table", Path: r.Path, TableID: r.TableID, Incarnation: r.Incarnation, Branch: r.Branch,
-			Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
-		ds, err := lance.Open(s, r.Path)
-		if err != nil {
-			return Info{}, err
-		}
-		p.Status, p.Detail = tagHealth(ctx, ds, p)
-		if (p.Status == PinOK || p.Status == PinMissing) && cp.State == registry.Live {
-			// The version itself, as cleanup checks it: one view of health.
-			if l, err := commits.lost(ctx, s, r); err != nil {
-				p.Status, p.Detail = PinUnreadable, fmt.Sprintf("the pinned version cannot be read: %v", err)
-			} else if l.kind != "" {
-				p.Status, p.Detail = PinGone, l.why+"; "+l.wayOut(cp.ID, r.Path)
-			}
-		}
-		in.Pins = append(in.Pins, p)
+	pins, err := fanout.Map(ctx, s.Parallelism(), len(cp.Rows), func(ctx context.Context, i int) (PinHealth, error) {
+		return rowHealth(ctx, s, cp, cp.Rows[i], commits)
+	})
+	if err != nil {
+		return Info{}, err
 	}
+	in.Pins = append(in.Pins, pins...)
 	in.Lost = cp.Lost
 	for _, p := range in.Pins {
 		if p.Status != PinOK && in.Health == "ok" {
@@ -208,6 +193,31 @@ func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registr
 		in.Health = "deleted"
 	}
 	return in, nil
+}
+
+// rowHealth is the health of one of cp's table pins: its tag and, for a
+// live checkpoint, the pinned version itself, as cleanup checks it (one
+// view of health).
+func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, commits *commitChecks) (PinHealth, error) {
+	tag, err := registry.TablePinTag(cp.ID, r.Pin)
+	if err != nil {
+		return PinHealth{}, err
+	}
+	p := PinHealth{Kind: "table", Path: r.Path, TableID: r.TableID, Incarnation: r.Incarnation, Branch: r.Branch,
+		Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
+	ds, err := lance.Open(s, r.Path)
+	if err != nil {
+		return PinHealth{}, err
+	}
+	p.Status, p.Detail = tagHealth(ctx, ds, p)
+	if (p.Status == PinOK || p.Status == PinMissing) && cp.State == registry.Live {
+		if l, err := commits.lost(ctx, s, r); err != nil {
+			p.Status, p.Detail = PinUnreadable, fmt.Sprintf("the pinned version cannot be read: %v", err)
+		} else if l.kind != "" {
+			p.Status, p.Detail = PinGone, l.why+"; "+l.wayOut(cp.ID, r.Path)
+		}
+	}
+	return p, nil
 }
 
 // registryPin describes cp's registry pin: one read of the registry
@@ -261,56 +271,86 @@ func tagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth) (string, str
 }
 
 func deepCheck(ctx context.Context, s *core.Store, cp registry.Checkpoint) *DeepCheck {
+	// Rows side by side, each row's files side by side; merged in row
+	// order, so the report does not depend on timing.
+	rows := make([]*DeepCheck, len(cp.Rows))
+	_ = fanout.Each(ctx, s.Parallelism(), len(cp.Rows), func(ctx context.Context, i int) error {
+		rows[i] = deepCheckRow(ctx, s, cp.Rows[i])
+		return nil
+	})
 	d := &DeepCheck{Missing: []string{}}
-	for _, r := range cp.Rows {
-		ref, err := lance.ParsePhysRef(r.PhysicalRef)
-		if err != nil {
-			d.Errors = append(d.Errors, err.Error())
+	for _, r := range rows {
+		if r == nil { // the context ended before the row ran
+			d.Errors = append(d.Errors, context.Cause(ctx).Error())
 			continue
 		}
-		ds, err := lance.Open(s, r.Path)
-		if err == nil && r.Branch != registry.MainBranch {
-			ds, err = ds.Branch(r.Branch)
+		d.FilesChecked += r.FilesChecked
+		d.Missing = append(d.Missing, r.Missing...)
+		d.Errors = append(d.Errors, r.Errors...)
+	}
+	return d
+}
+
+// deepCheckRow checks one pinned version: its manifest, under whichever
+// name it has now (Lance's own migration renames V1 to V2) and still the
+// commit the row names, and every file it references.
+func deepCheckRow(ctx context.Context, s *core.Store, r registry.Row) *DeepCheck {
+	d := &DeepCheck{}
+	ref, err := lance.ParsePhysRef(r.PhysicalRef)
+	if err != nil {
+		d.Errors = append(d.Errors, err.Error())
+		return d
+	}
+	ds, err := lance.Open(s, r.Path)
+	if err == nil && r.Branch != registry.MainBranch {
+		ds, err = ds.Branch(r.Branch)
+	}
+	if err != nil {
+		d.Errors = append(d.Errors, err.Error())
+		return d
+	}
+	m, got, err := ds.ReadPinned(ctx, ref)
+	d.FilesChecked++
+	if errors.Is(err, core.ErrNotFound) {
+		d.Missing = append(d.Missing, fmt.Sprintf("%s/_versions/ manifest of version %d", ds.Root, r.Version))
+		return d
+	}
+	if err != nil {
+		d.Errors = append(d.Errors, err.Error())
+		return d
+	}
+	if !ref.Matches(got) {
+		d.Errors = append(d.Errors, fmt.Sprintf("%s: version %d is another commit than the checkpoint names (the table was recreated): `retain reconcile STORE` reports it", got.Key, r.Version))
+		return d
+	}
+	var files []lance.FileRef
+	for _, f := range m.Files() {
+		if !f.Outside {
+			files = append(files, f)
 		}
-		if err != nil {
-			d.Errors = append(d.Errors, err.Error())
-			continue
+	}
+	missing, errs := make([]bool, len(files)), make([]error, len(files))
+	_ = fanout.Each(ctx, s.Parallelism(), len(files), func(ctx context.Context, i int) error {
+		f := files[i]
+		if f.Prefix {
+			objs, err := s.List(ctx, f.Key, 0)
+			missing[i], errs[i] = err == nil && len(objs) == 0, err
+			return nil
 		}
-		// Under whichever name the manifest has now (Lance's own migration
-		// renames V1 to V2), and still the commit the row names.
-		m, got, err := ds.ReadPinned(ctx, ref)
+		_, err := s.Stat(ctx, f.Key)
+		missing[i] = errors.Is(err, core.ErrNotFound)
+		if !missing[i] {
+			errs[i] = err
+		}
+		return nil
+	})
+	for i, f := range files {
 		d.FilesChecked++
-		if errors.Is(err, core.ErrNotFound) {
-			d.Missing = append(d.Missing, fmt.Sprintf("%s/_versions/ manifest of version %d", ds.Root, r.Version))
-			continue
-		}
-		if err != nil {
-			d.Errors = append(d.Errors, err.Error())
-			continue
-		}
-		if !ref.Matches(got) {
-			d.Errors = append(d.Errors, fmt.Sprintf("%s: version %d is another commit than the checkpoint names (the table was recreated): `retain reconcile STORE` reports it", got.Key, r.Version))
-			continue
-		}
-		for _, f := range m.Files() {
-			if f.Outside {
-				continue
-			}
-			d.FilesChecked++
-			if f.Prefix {
-				objs, err := s.List(ctx, f.Key, 0)
-				if err != nil {
-					d.Errors = append(d.Errors, err.Error())
-				} else if len(objs) == 0 {
-					d.Missing = append(d.Missing, f.Key)
-				}
-				continue
-			}
-			if _, err := s.Stat(ctx, f.Key); errors.Is(err, core.ErrNotFound) {
-				d.Missing = append(d.Missing, f.Key)
-			} else if err != nil {
-				d.Errors = append(d.Errors, err.Error())
-			}
+		switch {
+		case missing[i]:
+			d.Missing = append(d.Missing, f.Key)
+		case errs[i] != nil:
+			d.Errors = append(d.Errors, errs[i].Error())
 		}
 	}
 	return d

@@ -178,11 +178,22 @@ func (w *journalWriter) create(ctx context.Context) error {
 }
 
 func (w *journalWriter) save(ctx context.Context) error {
-	w.j.UpdatedAt = time.Now().UTC()
-	b, err := json.MarshalIndent(w.j, "", "  ")
+	b, err := w.encode()
 	if err != nil {
 		return err
 	}
+	return w.put(ctx, b)
+}
+
+// encode is the journal as save writes it.
+func (w *journalWriter) encode() ([]byte, error) {
+	w.j.UpdatedAt = time.Now().UTC()
+	return json.MarshalIndent(w.j, "", "  ")
+}
+
+// put replaces the journal object with b, if it is still the version this
+// writer last wrote.
+func (w *journalWriter) put(ctx context.Context, b []byte) error {
 	info, err := w.s.PutBytes(ctx, JournalKey(w.j.OperationID), b, core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: w.ver})
 	if err != nil {
 		return fmt.Errorf("updating the cleanup journal %s: %w", JournalKey(w.j.OperationID), err)

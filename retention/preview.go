@@ -40,6 +40,7 @@ import (
 
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -318,34 +319,15 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	plan.RegistryVersion = rs.RegistryVersion
 	plan.Checkpoints = rs.Checkpoints
 
-	for _, tr := range rs.Tables {
-		t := tr.Table
-		if tr.Skipped != "" {
-			plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{}, Notes: []string{tr.Skipped}})
-			continue
-		}
-		lp, err := tr.Dataset.PlanCleanup(ctx, lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: tr.Extra, Now: func() time.Time { return now }})
-		if err != nil {
-			if errors.Is(err, lance.ErrNotDataset) && len(tr.Extra) == 0 {
-				// A table being created or half deleted: nothing to plan.
-				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{},
-					Notes: []string{"no manifest: a table being created or half deleted; skipped"}})
-				continue
-			}
-			if errors.Is(err, lance.ErrKeptVersionBroken) || len(tr.Extra) == 0 && unreadable(err) {
-				te := &TableRefusedError{Table: t, Cause: err}
-				plan.Tables = append(plan.Tables, TablePlan{Table: t, Versions: []VersionDecision{}, Refused: te.Error(), err: te})
-				continue
-			}
-			re := &RefusedError{Table: t, Reason: "planning the table's cleanup", Cause: err}
-			var ce *lance.CleanupError
-			if errors.As(err, &ce) {
-				re.Key = ce.Key
-			}
-			return nil, re
-		}
-		plan.Tables = append(plan.Tables, tablePlan(t, lp))
+	// Every table is planned side by side; a failure that refuses the
+	// whole store is the first in table order.
+	tps, err := fanout.Map(ctx, s.Parallelism(), len(rs.Tables), func(ctx context.Context, i int) (TablePlan, error) {
+		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: rs.Tables[i].Extra, Now: func() time.Time { return now }})
+	})
+	if err != nil {
+		return nil, err
 	}
+	plan.Tables = append(plan.Tables, tps...)
 	for _, tp := range plan.Tables {
 		plan.Totals.Tables++
 		plan.Totals.VersionsKept += tp.Totals.VersionsKept
@@ -357,6 +339,35 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// planTable plans one table's cleanup. A table that cannot be planned
+// safely is refused alone (its TablePlan says why); an error refuses the
+// whole store.
+func planTable(ctx context.Context, tr TableRoots, lp lance.Policy) (TablePlan, error) {
+	t := tr.Table
+	if tr.Skipped != "" {
+		return TablePlan{Table: t, Versions: []VersionDecision{}, Notes: []string{tr.Skipped}}, nil
+	}
+	plan, err := tr.Dataset.PlanCleanup(ctx, lp)
+	if err != nil {
+		if errors.Is(err, lance.ErrNotDataset) && len(tr.Extra) == 0 {
+			// A table being created or half deleted: nothing to plan.
+			return TablePlan{Table: t, Versions: []VersionDecision{},
+				Notes: []string{"no manifest: a table being created or half deleted; skipped"}}, nil
+		}
+		if errors.Is(err, lance.ErrKeptVersionBroken) || len(tr.Extra) == 0 && unreadable(err) {
+			te := &TableRefusedError{Table: t, Cause: err}
+			return TablePlan{Table: t, Versions: []VersionDecision{}, Refused: te.Error(), err: te}, nil
+		}
+		re := &RefusedError{Table: t, Reason: "planning the table's cleanup", Cause: err}
+		var ce *lance.CleanupError
+		if errors.As(err, &ce) {
+			re.Key = ce.Key
+		}
+		return TablePlan{}, re
+	}
+	return tablePlan(t, plan), nil
 }
 
 // checkPin confirms a checkpoint row's version exists on its branch and is

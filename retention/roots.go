@@ -7,6 +7,7 @@ import (
 
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -101,31 +102,40 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*
 				r.name, r.row.CheckpointID, r.row.Branch, r.row.Version, checkpoint.DropLostCommand(r.row.CheckpointID, r.row.Path))}
 	}
 
-	// Resolve every root before any table is planned.
-	for _, t := range tables {
-		if why := skip[t]; why != "" {
-			rs.Tables = append(rs.Tables, TableRoots{Table: t, Skipped: why})
-			continue
-		}
-		ds, err := lance.Open(s, t)
-		if err != nil {
-			return nil, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}
-		}
-		tr := TableRoots{Table: t, Dataset: ds}
-		// Checkpoints that pin the same version cost one read: the cost
-		// grows with distinct pinned versions, not with checkpoints.
-		checked := map[string]bool{}
-		for _, r := range pins[t] {
-			if k := r.row.Branch + "\x00" + r.row.PhysicalRef; !checked[k] {
-				if err := checkPin(ctx, ds, r); err != nil {
-					return nil, err
-				}
-				checked[k] = true
-			}
-			tr.Extra = append(tr.Extra, lance.Root{Branch: r.row.Branch, Version: r.row.Version,
-				Reason: fmt.Sprintf("checkpoint %s (%s)", r.name, r.row.CheckpointID)})
-		}
-		rs.Tables = append(rs.Tables, tr)
+	// Resolve every root before any table is planned; the tables side by
+	// side, the first refusal in table order reported.
+	trs, err := fanout.Map(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) (TableRoots, error) {
+		return tableRoots(ctx, s, tables[i], skip[tables[i]], pins[tables[i]])
+	})
+	if err != nil {
+		return nil, err
 	}
+	rs.Tables = append(rs.Tables, trs...)
 	return rs, nil
+}
+
+// tableRoots resolves one table's roots: every version a live checkpoint
+// pins, each distinct pinned version checked once (the cost grows with
+// distinct pinned versions, not with checkpoints).
+func tableRoots(ctx context.Context, s *core.Store, t, skipped string, pins []root) (TableRoots, error) {
+	if skipped != "" {
+		return TableRoots{Table: t, Skipped: skipped}, nil
+	}
+	ds, err := lance.Open(s, t)
+	if err != nil {
+		return TableRoots{}, &RefusedError{Table: t, Key: t + "/", Reason: "opening the table", Cause: err}
+	}
+	tr := TableRoots{Table: t, Dataset: ds}
+	checked := map[string]bool{}
+	for _, r := range pins {
+		if k := r.row.Branch + "\x00" + r.row.PhysicalRef; !checked[k] {
+			if err := checkPin(ctx, ds, r); err != nil {
+				return TableRoots{}, err
+			}
+			checked[k] = true
+		}
+		tr.Extra = append(tr.Extra, lance.Root{Branch: r.row.Branch, Version: r.row.Version,
+			Reason: fmt.Sprintf("checkpoint %s (%s)", r.name, r.row.CheckpointID)})
+	}
+	return tr, nil
 }

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
@@ -610,7 +612,8 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	j := jw.j
 	au := &auditor{s: s, op: j.OperationID, actor: h.Payload().Actor}
 	total, done := planCounts(j)
-	var stop error
+	runs := make([]TableRun, len(j.Tables))
+	var pending []int
 	for i := range j.Tables {
 		jt := &j.Tables[i]
 		tr := TableRun{Table: jt.Table, RootDigest: jt.RootDigest, State: jt.State}
@@ -626,30 +629,42 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 			refusedRun(*jt, &tr, nil)
 			rep.Failed++
 		}
-		if jt.State != TablePending && jt.State != TableFailed {
-			rep.Tables = append(rep.Tables, tr)
-			continue
+		runs[i] = tr
+		if jt.State == TablePending || jt.State == TableFailed {
+			pending = append(pending, i)
 		}
-		if stop == nil {
-			stop = h.Verify(ctx)
+	}
+	// The pending tables side by side. Each checks the claim right before
+	// its deletions; the journal is saved after each table, saves of
+	// tables finishing together coalescing into one (a table whose "done"
+	// was not saved yet is carried out again by a resume, which deletes
+	// nothing twice).
+	x := &executor{jw: jw, rep: rep, runs: runs, done: done}
+	_ = fanout.Each(ctx, s.Parallelism(), len(pending), func(ctx context.Context, k int) error {
+		i := pending[k]
+		if stop := x.stopped(); stop != nil {
+			x.notRun(i, stop)
+			return nil
 		}
-		if stop != nil {
-			tr.Error, tr.err = "not run: "+stop.Error(), stop
-			rep.Tables = append(rep.Tables, tr)
-			rep.Failed++
-			continue
+		if err := h.Verify(ctx); err != nil {
+			x.stop(err)
+			x.notRun(i, err)
+			return nil
 		}
-		if executeTable(ctx, s, au, jt, &tr, rep) {
-			done++
-		}
-		if err := jw.save(ctx); err != nil {
-			stop = err
-		}
+		tr := runs[i] // this table's own entry: no other goroutine touches it
+		runTable(ctx, s, au, j.Tables[i], &tr)
+		gen := x.record(i, tr)
+		x.saveThrough(ctx, gen)
 		if progress != nil {
-			progress(Progress{OperationID: j.OperationID, Table: jt.Table, State: jt.State, Done: done, Total: total, BytesDeleted: rep.Totals.BytesDeleted})
+			x.mu.Lock()
+			progress(Progress{OperationID: j.OperationID, Table: j.Tables[i].Table, State: j.Tables[i].State, Done: x.done, Total: total, BytesDeleted: rep.Totals.BytesDeleted})
+			x.mu.Unlock()
 		}
 		failpoint.Hit(FPRunAfterTable)
-	}
+		return nil
+	})
+	stop := x.stopErr
+	rep.Tables = append(rep.Tables, runs...)
 	if stop == nil && (j.Registry.State == TablePending || j.Registry.State == TableFailed) {
 		if stop = h.Verify(ctx); stop == nil {
 			cleanRegistry(ctx, s, au, &j.Registry)
@@ -660,7 +675,81 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	}
 	rep.Registry = j.Registry
 	rep.FinishedAt = time.Now().UTC()
-	return finishExecute(ctx, jw, total, done, stop)
+	return finishExecute(ctx, jw, total, x.done, stop)
+}
+
+// executor is the shared state of execute's table workers: the journal,
+// the report and the first reason to stop, under mu; saveMu serializes
+// journal writes, each of which covers every table recorded before it.
+type executor struct {
+	jw   *journalWriter
+	rep  *RunReport
+	runs []TableRun
+
+	mu      sync.Mutex
+	done    int
+	stopErr error
+	gen     int // bumped by every record
+
+	saveMu sync.Mutex
+	saved  int // the gen the journal object holds
+}
+
+func (x *executor) stopped() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.stopErr
+}
+
+func (x *executor) stop(err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.stopErr == nil {
+		x.stopErr = err
+	}
+}
+
+// notRun reports table i as not run because of stop.
+func (x *executor) notRun(i int, stop error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.runs[i].Error, x.runs[i].err = "not run: "+stop.Error(), stop
+	x.rep.Failed++
+}
+
+// record puts what table i's run did into its journal entry and the
+// report, and returns the generation a save must reach to hold it.
+func (x *executor) record(i int, tr TableRun) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if executeTable(&x.jw.j.Tables[i], &tr, x.rep) {
+		x.done++
+	}
+	x.runs[i] = tr
+	x.gen++
+	return x.gen
+}
+
+// saveThrough returns once the journal object holds generation gen: it
+// saves, unless a save since gen was recorded already did.
+func (x *executor) saveThrough(ctx context.Context, gen int) {
+	x.saveMu.Lock()
+	defer x.saveMu.Unlock()
+	if x.saved >= gen {
+		return
+	}
+	x.mu.Lock()
+	g := x.gen
+	b, err := x.jw.encode()
+	x.mu.Unlock()
+	if err == nil {
+		err = x.jw.put(ctx, b)
+	}
+	if err != nil {
+		x.stop(err)
+		return
+	}
+	x.saved = g
 }
 
 // planCounts is how many tables the run journaled a plan for, and how many
@@ -680,9 +769,11 @@ func planCounts(j *Journal) (total, done int) {
 // executeTable carries out one pending or failed table's plan, records the
 // attempt in its journal entry and the report, and reports whether the
 // table is now done (or stale).
-func executeTable(ctx context.Context, s *core.Store, au *auditor, jt *JournalTable, tr *TableRun, rep *RunReport) bool {
+// executeTable records in the journal entry jt and in rep what one
+// attempt at the table did (tr, from runTable), and reports whether the
+// table is finished.
+func executeTable(jt *JournalTable, tr *TableRun, rep *RunReport) bool {
 	jt.Attempts++
-	runTable(ctx, s, au, *jt, tr)
 	if tr.started {
 		// What this attempt did not get confirmed is all that is left.
 		jt.Retry = nil
@@ -707,7 +798,6 @@ func executeTable(ctx context.Context, s *core.Store, au *auditor, jt *JournalTa
 		rep.Failed++
 	}
 	tr.State = jt.State
-	rep.Tables = append(rep.Tables, *tr)
 	rep.Totals.Tables++
 	rep.Totals.VersionsRemoved += tr.VersionsRemoved
 	rep.Totals.FilesDeleted += tr.FilesDeleted

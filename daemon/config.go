@@ -51,6 +51,9 @@ type Config struct {
 	// Actor recorded in the claim and the audit lines; default
 	// "retain-daemon@<host>".
 	Actor string `json:"actor,omitempty"`
+	// Parallelism bounds the store's requests in flight, as --parallelism
+	// does; 0 (the default) is what the store's adapter declares.
+	Parallelism int `json:"parallelism,omitempty"`
 }
 
 // RetentionConfig is the window and how retention may run.
@@ -131,6 +134,8 @@ func (c Config) validate(at func(key string) (string, int)) error {
 		return bad("retention.every", "every may not be negative")
 	case c.Retention.OlderThan < 0:
 		return bad("retention.older_than", "older_than may not be negative")
+	case c.Parallelism < 0 || c.Parallelism > core.MaxParallelism:
+		return bad("parallelism", "parallelism must be between 1 and %d (0: the adapter's default), got %d", core.MaxParallelism, c.Parallelism)
 	case c.Retention.KeepLast < 0:
 		return bad("retention.keep_last", "keep_last may not be negative (got %d)", c.Retention.KeepLast)
 	case c.Interval > 0 && time.Duration(c.Interval) < 100*time.Millisecond:

@@ -39,7 +39,7 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":          {"enabled", "interval", "retention", "actor"},
+	"":          {"enabled", "interval", "retention", "actor", "parallelism"},
 	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
 }
 
@@ -84,6 +84,8 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			s, err := stringValue(path, v, at)
 			c.Actor = s
 			return err
+		case "parallelism":
+			return intValue(path, v, at, &c.Parallelism)
 		case "retention":
 			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
 				switch path {

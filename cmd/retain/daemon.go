@@ -69,6 +69,9 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 			}
 			defer s.Close()
 			m := daemon.NewMetrics()
+			if cfg.Parallelism > 0 && !cmd.Flags().Changed("parallelism") {
+				s = s.WithParallelism(cfg.Parallelism)
+			}
 			d := &daemon.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
 			if once {
 				r := d.Pass(cmd.Context())

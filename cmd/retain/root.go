@@ -42,6 +42,9 @@ type app struct {
 	showVersion bool
 	// adapterPath, adapterSHA256: --adapter, --adapter-sha256 (open).
 	adapterPath, adapterSHA256 string
+	// parallelism: --parallelism (RETAIN_PARALLELISM), 0 for the adapter's
+	// default.
+	parallelism int
 	// actorFlag: --actor (see actor.go).
 	actorFlag string
 	// onInterrupt is the command that continues what a command stopped by
@@ -195,6 +198,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level ("+strings.Join(logLevels, ", ")+"); env RETAIN_LOG")
 	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	a.addAdapterFlags(root.PersistentFlags())
+	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 32 for S3); env RETAIN_PARALLELISM", core.MaxParallelism))
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	versionCmd := a.versionCmd()
 	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
@@ -211,6 +215,20 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 
 // usageError marks a command line the command itself found wrong.
 type usageError struct{ error }
+
+// envInt is the number in $k, 0 if it is unset, -1 if it is not a number
+// (which the flag's check then refuses, naming the variable).
+func envInt(k string) int {
+	v := os.Getenv(k)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {

@@ -18,9 +18,12 @@ import (
 
 // statusJSON is the JSON of `retain status`.
 type statusJSON struct {
-	Store  string         `json:"store"`
-	Daemon *daemon.State  `json:"daemon"`
-	Claim  *claim.Payload `json:"claim_holder"`
+	Store string `json:"store"`
+	// Parallelism is the most requests this command let be in flight to
+	// the store: its adapter's default, or --parallelism.
+	Parallelism int            `json:"parallelism"`
+	Daemon      *daemon.State  `json:"daemon"`
+	Claim       *claim.Payload `json:"claim_holder"`
 	// ClaimUnreadable is set when the claim object exists but cannot be
 	// read: the store is claimed by nothing that names an owner.
 	ClaimUnreadable *claim.Unreadable `json:"claim_unreadable,omitempty"`
@@ -50,7 +53,7 @@ func (a *app) statusCmd() *cobra.Command {
 
 // readStatus gathers what `retain status` shows of the store.
 func readStatus(ctx context.Context, s *core.Store, store string) (*statusJSON, error) {
-	st := statusJSON{Store: store, ReportedAt: time.Now().UTC(), OpenRuns: []string{}}
+	st := statusJSON{Store: store, Parallelism: s.Parallelism(), ReportedAt: time.Now().UTC(), OpenRuns: []string{}}
 	var err error
 	if st.Daemon, err = daemon.ReadState(ctx, s); err != nil {
 		return nil, err
@@ -89,6 +92,7 @@ func (a *app) printStatus(st *statusJSON) {
 		return t.UTC().Format(time.RFC3339) + " (" + time.Since(*t).Round(time.Second).String() + " ago)"
 	}
 	fmt.Fprintf(tw, "store\t%s\n", st.Store)
+	fmt.Fprintf(tw, "parallelism\tat most %d requests in flight (--parallelism)\n", st.Parallelism)
 	if d := st.Daemon; d == nil {
 		fmt.Fprintf(tw, "daemon\tnever ran on this store: no retention window is enforced\n")
 	} else {

@@ -44,6 +44,19 @@ func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, c
 // the bundled adapter for the URI's scheme, or, with --adapter PATH
 // (RETAIN_ADAPTER), through that vendor plugin binary whatever the scheme.
 func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
+	s, loc, err := a.openAdapter(ctx, uri, readOnly)
+	if err != nil || a.parallelism == 0 {
+		return s, loc, err
+	}
+	if a.parallelism < 0 || a.parallelism > core.MaxParallelism {
+		s.Close()
+		return nil, loc, usageError{fmt.Errorf("--parallelism must be between 1 and %d, got %d (env RETAIN_PARALLELISM=%q)", core.MaxParallelism, a.parallelism, os.Getenv("RETAIN_PARALLELISM"))}
+	}
+	return s.WithParallelism(a.parallelism), loc, nil
+}
+
+// openAdapter opens uri through its bundled adapter or the --adapter binary.
+func (a *app) openAdapter(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
 	loc, err := core.ParseLocation(uri)
 	if err != nil {
 		return nil, loc, err

@@ -449,7 +449,7 @@ func (pl *planner) refuse(key, reason string, cause error) error {
 
 // PlanCleanup plans the cleanup of the dataset family rooted at d, which
 // must be the main dataset (its tags and branches live there). It reads
-// every manifest of every branch once — at most manifestReadAhead of them
+// every manifest of every branch once — at most maxReadAhead of them
 // in memory at a time, each released once decided, so memory is bounded by
 // a few manifests plus the plan, not by the history — and lists Lance's
 // managed folders page by page; it deletes nothing. Anything it cannot fully read or
@@ -677,14 +677,15 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 	return nil
 }
 
-// manifestReadAhead is how many manifests are read and parsed ahead of
-// the one being decided: the reads overlap (a GET's latency dominates on
-// object stores) while memory stays bounded by this many manifests, never
-// by the history's length.
-const manifestReadAhead = 4
+// maxReadAhead bounds how many manifests are read and parsed ahead of the
+// one being decided: the reads overlap (a GET's latency dominates on
+// object stores) as far as the store's parallelism allows, while memory
+// stays bounded by this many manifests, never by the history's length.
+const maxReadAhead = 16
 
-// readAhead reads the manifests of vs in the background, at most
-// manifestReadAhead ahead, and returns them in order, one per call.
+// readAhead reads the manifests of vs in the background, at most the
+// store's parallelism (and maxReadAhead) ahead, and returns them in order,
+// one per call.
 func readAhead(ctx context.Context, d *Dataset, vs []Version) func() (*Manifest, error) {
 	type result struct {
 		m   *Manifest
@@ -694,7 +695,7 @@ func readAhead(ctx context.Context, d *Dataset, vs []Version) func() (*Manifest,
 	for i := range futures {
 		futures[i] = make(chan result, 1)
 	}
-	sem := make(chan struct{}, manifestReadAhead)
+	sem := make(chan struct{}, max(1, min(d.Store.Parallelism(), maxReadAhead)))
 	go func() {
 		for i, v := range vs {
 			select {

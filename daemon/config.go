@@ -54,6 +54,9 @@ type Config struct {
 	// Parallelism bounds the store's requests in flight, as --parallelism
 	// does; 0 (the default) is what the store's adapter declares.
 	Parallelism int `json:"parallelism,omitempty"`
+	// MaxRPS caps the requests per second to the store, as --max-rps
+	// does; 0 (the default) is no cap.
+	MaxRPS float64 `json:"max_rps,omitempty"`
 }
 
 // RetentionConfig is the window and how retention may run.
@@ -136,6 +139,8 @@ func (c Config) validate(at func(key string) (string, int)) error {
 		return bad("retention.older_than", "older_than may not be negative")
 	case c.Parallelism < 0 || c.Parallelism > core.MaxParallelism:
 		return bad("parallelism", "parallelism must be between 1 and %d (0: the adapter's default), got %d", core.MaxParallelism, c.Parallelism)
+	case c.MaxRPS < 0:
+		return bad("max_rps", "max_rps may not be negative (0: no cap), got %v", c.MaxRPS)
 	case c.Retention.KeepLast < 0:
 		return bad("retention.keep_last", "keep_last may not be negative (got %d)", c.Retention.KeepLast)
 	case c.Interval > 0 && time.Duration(c.Interval) < 100*time.Millisecond:

@@ -22,7 +22,8 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"typo.yaml", "# daemon\ninterval: 1h\nintervl: 2h\n", 3, `unknown key "intervl" (did you mean "interval"?)`},
 		{"nested-typo.yaml", "interval: 1h\nretention:\n  keep_last: 3\n  olderthan: 2h\n", 4, `unknown key "olderthan" (did you mean "older_than"?)`},
 		{"wrong-level.yaml", "interval: 1h\nkeep_last: 3\n", 2, `key "keep_last" belongs under "retention"`},
-		{"unknown.yaml", "interval: 1h\n\ncolour: blue\n", 3, `unknown key "colour": the keys at the top level are enabled, interval, retention, actor, parallelism`},
+		{"unknown.yaml", "interval: 1h\n\ncolour: blue\n", 3, `unknown key "colour": the keys at the top level are enabled, interval, retention, actor, parallelism, max_rps`},
+		{"max-rps.yaml", "interval: 1h\nmax_rps: lots\n", 2, `max_rps must be a number`},
 		{"parallelism.yaml", "interval: 1h\n\nparallelism: 1000\n", 3, `parallelism must be between 1 and 256`},
 		{"dup.yaml", "interval: 1h\nenabled: true\ninterval: 2h\n", 3, `key "interval" again (first on line 1)`},
 		{"bad-duration.yaml", "retention:\n  writers_stopped: true\n  older_than: 7 days\n", 3, `retention.older_than: invalid duration "7 days"`},
@@ -57,13 +58,13 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 
 // A good config still parses, JSON as well as YAML; empty is the defaults.
 func TestConfigParsesYAMLAndJSON(t *testing.T) {
-	want := Config{Interval: Duration(2 * 3600e9), Actor: "ops", Parallelism: 64, Retention: RetentionConfig{KeepLast: 3, OlderThan: Duration(336 * 3600e9), WritersStopped: true}}
+	want := Config{Interval: Duration(2 * 3600e9), Actor: "ops", Parallelism: 64, MaxRPS: 250, Retention: RetentionConfig{KeepLast: 3, OlderThan: Duration(336 * 3600e9), WritersStopped: true}}
 	for name, text := range map[string]string{
-		"c.yaml": "interval: 2h\nactor: ops\nparallelism: 64\nretention:\n  keep_last: 3\n  older_than: 14d\n  writers_stopped: true\n  every:\n",
-		"c.json": `{"interval": "2h", "actor": "ops", "parallelism": 64, "retention": {"keep_last": 3, "older_than": "2w", "writers_stopped": true}}`,
+		"c.yaml": "interval: 2h\nactor: ops\nparallelism: 64\nmax_rps: 250\nretention:\n  keep_last: 3\n  older_than: 14d\n  writers_stopped: true\n  every:\n",
+		"c.json": `{"interval": "2h", "actor": "ops", "parallelism": 64, "max_rps": 250, "retention": {"keep_last": 3, "older_than": "2w", "writers_stopped": true}}`,
 	} {
 		c, err := ParseConfig(name, []byte(text))
-		if err != nil || c.Interval != want.Interval || c.Actor != want.Actor || c.Parallelism != want.Parallelism || c.Retention != want.Retention || c.Enabled != nil {
+		if err != nil || c.Interval != want.Interval || c.Actor != want.Actor || c.Parallelism != want.Parallelism || c.MaxRPS != want.MaxRPS || c.Retention != want.Retention || c.Enabled != nil {
 			t.Fatalf("%s: %+v %v", name, c, err)
 		}
 	}

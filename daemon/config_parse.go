@@ -39,7 +39,7 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":          {"enabled", "interval", "retention", "actor", "parallelism"},
+	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps"},
 	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
 }
 
@@ -86,6 +86,8 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			return err
 		case "parallelism":
 			return intValue(path, v, at, &c.Parallelism)
+		case "max_rps":
+			return floatValue(path, v, at, &c.MaxRPS)
 		case "retention":
 			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
 				switch path {
@@ -212,6 +214,16 @@ func intValue(key string, v *yaml.Node, at func(int, string, ...any) error, out 
 	}
 	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || v.Decode(out) != nil {
 		return at(v.Line, "%s must be a whole number, not %s", key, nodeKind(v))
+	}
+	return nil
+}
+
+func floatValue(key string, v *yaml.Node, at func(int, string, ...any) error, out *float64) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || v.Decode(out) != nil {
+		return at(v.Line, "%s must be a number, not %s", key, nodeKind(v))
 	}
 	return nil
 }

@@ -69,8 +69,8 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 			}
 			defer s.Close()
 			m := daemon.NewMetrics()
-			if cfg.Parallelism > 0 && !cmd.Flags().Changed("parallelism") {
-				s = s.WithParallelism(cfg.Parallelism)
+			if !cmd.Flags().Changed("parallelism") && !cmd.Flags().Changed("max-rps") {
+				s = paced(s, cfg.Parallelism, cfg.MaxRPS)
 			}
 			d := &daemon.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
 			if once {

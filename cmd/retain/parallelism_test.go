@@ -46,3 +46,24 @@ func TestParallelismFlag(t *testing.T) {
 		}
 	}
 }
+
+// --max-rps (RETAIN_MAX_RPS) caps the request rate; a negative or
+// non-numeric cap is a usage error naming the flag.
+func TestMaxRPSFlag(t *testing.T) {
+	db := fixtureDB(t, "v2-appends")
+	if _, errs, code := retain(t, "status", db, "--max-rps", "500"); code != 0 {
+		t.Fatalf("--max-rps 500: exit %d: %s", code, errs)
+	}
+	for _, bad := range []struct {
+		env  []string
+		args []string
+	}{
+		{nil, []string{"--max-rps", "-1"}},
+		{[]string{"RETAIN_MAX_RPS=fast"}, nil},
+	} {
+		_, errs, code := retainEnv(t, bad.env, append([]string{"status", db}, bad.args...)...)
+		if code != 2 || !strings.Contains(errs, "--max-rps must be a positive number") {
+			t.Errorf("%v %v: exit %d, %s", bad.env, bad.args, code, errs)
+		}
+	}
+}

@@ -45,6 +45,8 @@ type app struct {
 	// parallelism: --parallelism (RETAIN_PARALLELISM), 0 for the adapter's
 	// default.
 	parallelism int
+	// maxRPS: --max-rps (RETAIN_MAX_RPS), 0 for no cap.
+	maxRPS float64
 	// actorFlag: --actor (see actor.go).
 	actorFlag string
 	// onInterrupt is the command that continues what a command stopped by
@@ -198,6 +200,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level ("+strings.Join(logLevels, ", ")+"); env RETAIN_LOG")
 	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	a.addAdapterFlags(root.PersistentFlags())
+	root.PersistentFlags().Float64Var(&a.maxRPS, "max-rps", envFloat("RETAIN_MAX_RPS"), "cap the requests per second to the store (0: no cap), for a bucket other workloads share; env RETAIN_MAX_RPS")
 	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 32 for S3); env RETAIN_PARALLELISM", core.MaxParallelism))
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	versionCmd := a.versionCmd()
@@ -215,6 +218,20 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 
 // usageError marks a command line the command itself found wrong.
 type usageError struct{ error }
+
+// envFloat is the number in $k, 0 if it is unset, -1 if it is not a
+// number (which the flag's check then refuses, naming the variable).
+func envFloat(k string) float64 {
+	v := os.Getenv(k)
+	if v == "" {
+		return 0
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return -1
+	}
+	return f
+}
 
 // envInt is the number in $k, 0 if it is unset, -1 if it is not a number
 // (which the flag's check then refuses, naming the variable).

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
 
 	"github.com/retain-dev/retain/adapters/bundled"
 	"github.com/retain-dev/retain/sdk/core"
@@ -44,15 +46,30 @@ func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, c
 // the bundled adapter for the URI's scheme, or, with --adapter PATH
 // (RETAIN_ADAPTER), through that vendor plugin binary whatever the scheme.
 func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
+	if a.parallelism < 0 || a.parallelism > core.MaxParallelism {
+		return nil, core.Location{}, usageError{fmt.Errorf("--parallelism must be between 1 and %d, got %d (env RETAIN_PARALLELISM=%q)", core.MaxParallelism, a.parallelism, os.Getenv("RETAIN_PARALLELISM"))}
+	}
+	if a.maxRPS < 0 || math.IsInf(a.maxRPS, 0) || math.IsNaN(a.maxRPS) {
+		return nil, core.Location{}, usageError{fmt.Errorf("--max-rps must be a positive number of requests per second (0: no cap), got %v (env RETAIN_MAX_RPS=%q)", a.maxRPS, os.Getenv("RETAIN_MAX_RPS"))}
+	}
 	s, loc, err := a.openAdapter(ctx, uri, readOnly)
-	if err != nil || a.parallelism == 0 {
+	if err != nil {
 		return s, loc, err
 	}
-	if a.parallelism < 0 || a.parallelism > core.MaxParallelism {
-		s.Close()
-		return nil, loc, usageError{fmt.Errorf("--parallelism must be between 1 and %d, got %d (env RETAIN_PARALLELISM=%q)", core.MaxParallelism, a.parallelism, os.Getenv("RETAIN_PARALLELISM"))}
+	return paced(s, a.parallelism, a.maxRPS), loc, nil
+}
+
+// paced applies the operator's bounds to a store: at most parallelism
+// requests in flight (0: the adapter's default) and at most maxRPS a
+// second (0: no cap).
+func paced(s *core.Store, parallelism int, maxRPS float64) *core.Store {
+	if parallelism > 0 {
+		s = s.WithParallelism(parallelism)
 	}
-	return s.WithParallelism(a.parallelism), loc, nil
+	if maxRPS > 0 {
+		s = s.WithPacer(rate.NewLimiter(rate.Limit(maxRPS), 1))
+	}
+	return s
 }
 
 // openAdapter opens uri through its bundled adapter or the --adapter binary.

@@ -113,3 +113,37 @@ func (d *blockingDriver) Stat(ctx context.Context, key string) (core.Info, error
 	<-d.release
 	return d.Driver.Stat(ctx, key)
 }
+
+// countingPacer lets every request through, counting them.
+type countingPacer struct{ n atomic.Int64 }
+
+func (p *countingPacer) Wait(context.Context) error { p.n.Add(1); return nil }
+
+// Every request waits on the pacer first, and a pacer that refuses (its
+// context ended) fails the request without reaching the driver.
+func TestStorePacerPacesEveryRequest(t *testing.T) {
+	d := &slowDriver{Driver: memstore.New()}
+	s, err := core.NewStore(context.Background(), "memory", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingPacer{}
+	paced := s.WithPacer(p)
+	for range 5 {
+		paced.Stat(context.Background(), "k")
+	}
+	if p.n.Load() != 5 {
+		t.Fatalf("pacer saw %d requests, want 5", p.n.Load())
+	}
+	before := d.peak.Load()
+	if _, err := s.WithPacer(refusingPacer{}).Stat(context.Background(), "k"); err == nil {
+		t.Fatal("a refused pace let the request through")
+	}
+	if d.in.Load() != 0 || d.peak.Load() != before {
+		t.Fatal("a refused request reached the driver")
+	}
+}
+
+type refusingPacer struct{}
+
+func (refusingPacer) Wait(ctx context.Context) error { return context.Canceled }

@@ -24,6 +24,23 @@ type Store struct {
 	// answer, so fan-outs nested in fan-outs never put more than
 	// Parallelism() in flight.
 	slots chan struct{}
+	// pacer, if set, paces the requests (the operator's request-rate cap).
+	pacer Pacer
+}
+
+// Pacer paces a store's requests: Wait blocks until one more may start, or
+// fails when ctx ends. golang.org/x/time/rate's *Limiter is one.
+type Pacer interface {
+	Wait(ctx context.Context) error
+}
+
+// WithPacer returns a copy of s (sharing its limiter) whose every request
+// first waits on p: a request-rate cap for a bucket other workloads share,
+// as Lance's delete_rate_limit is for its deletes.
+func (s *Store) WithPacer(p Pacer) *Store {
+	c := *s
+	c.pacer = p
+	return &c
 }
 
 // DefaultParallelism bounds a store whose adapter declares no
@@ -69,10 +86,16 @@ func (s *Store) Parallelism() int { return cap(s.slots) }
 func (s *Store) slot(ctx context.Context, op, key string) (done func(), err error) {
 	select {
 	case s.slots <- struct{}{}:
-		return func() { <-s.slots }, nil
 	case <-ctx.Done():
 		return nil, shape(op, key, ctx.Err())
 	}
+	if s.pacer != nil {
+		if err := s.pacer.Wait(ctx); err != nil {
+			<-s.slots
+			return nil, shape(op, key, err)
+		}
+	}
+	return func() { <-s.slots }, nil
 }
 
 // At returns a copy of s that knows it lives at loc. Operations that scope

@@ -19,20 +19,12 @@ const TableSuffix = ".lance"
 // refused (core.ErrLimitExceeded) rather than listed without end.
 var MaxTables = 10_000
 
-// discoverPage is 1: each request returns the first key of the next
-// top-level entry and the scan jumps past it, so discovery costs exactly
-// top-level entries + 1 requests whatever the tables hold. Larger pages
-// save requests only while tables are tiny (a page then spans several), and
-// make the cost depend on table depth (issue 7: planning must not grow with
-// depth).
-const discoverPage = 1
-
 // DiscoverTables names the LanceDB tables at the top of the store: the
-// folders "<table>.lance/" of the root, sorted. On a store with ordered
-// listing it is a skip-scan: after each page it resumes past the last
-// top-level folder seen, so it costs one listing request per top-level
-// entry at most, never one per object inside a table. A store without
-// ordered listing falls back to one full listing. More than MaxTables
+// folders "<table>.lance/" of the root, sorted. It lists one level of the
+// root (core.ListOptions.Delimiter): a request per 1,000 top-level entries
+// where the adapter lists with a delimiter, a request per entry where it
+// does not (the Store's skip-scan), never one per object inside a table. A
+// store without ordered listing falls back to one full listing. More than MaxTables
 // top-level entries is core.ErrLimitExceeded. Folders ending in .lance
 // that hold no manifest (a table being created or half deleted) are
 // returned too; Capture skips them.
@@ -61,7 +53,10 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 			add(o.Key)
 		}
 	} else {
-		opts := core.ListOptions{PageSize: discoverPage}
+		// One level of the store's root: a page of folders per request
+		// where the adapter lists with a delimiter, one folder per request
+		// (the Store's skip-scan) where it does not.
+		opts := core.ListOptions{Delimiter: core.Delimiter}
 		for {
 			page, err := s.ListPage(ctx, opts)
 			if err != nil {
@@ -70,22 +65,13 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 			for _, o := range page.Objects {
 				add(o.Key)
 			}
-			if entries > MaxTables {
+			for _, f := range page.Folders {
+				add(f)
+			}
+			if entries > MaxTables || !page.More || page.Last() == "" {
 				break
 			}
-			if !page.More || len(page.Objects) == 0 {
-				break
-			}
-			last := page.Objects[len(page.Objects)-1].Key
-			if first, _, ok := strings.Cut(last, "/"); ok {
-				// '0' follows '/': every key "<first>/..." sorts below
-				// "<first>0", so the next page starts past the folder.
-				// Only the plain object named exactly "<first>0" is
-				// skipped, and a plain object is never a table.
-				opts.StartAfter = first + "0"
-			} else {
-				opts.StartAfter = last
-			}
+			opts.StartAfter = page.Last()
 		}
 	}
 	if entries > MaxTables {

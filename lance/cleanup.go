@@ -711,10 +711,16 @@ func readAhead(ctx context.Context, d *Dataset, vs []Version) func() (*Manifest,
 	}()
 	i := 0
 	return func() (*Manifest, error) {
-		r := <-futures[i]
-		i++
-		<-sem
-		return r.m, r.err
+		// A read the producer never started (it stops when ctx ends) has
+		// no result to wait for.
+		select {
+		case r := <-futures[i]:
+			i++
+			<-sem
+			return r.m, r.err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 

@@ -456,8 +456,18 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		size = maxListPage
 	}
 	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(d.full(opts.Prefix)), MaxKeys: aws.Int32(int32(size))}
-	if opts.StartAfter != "" {
-		in.StartAfter = aws.String(d.full(opts.StartAfter))
+	level := opts.Delimiter != ""
+	if level {
+		if opts.Delimiter != core.Delimiter {
+			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		}
+		in.Delimiter = aws.String(core.Delimiter)
+	}
+	if after := opts.StartAfter; after != "" {
+		if level && strings.HasSuffix(after, core.Delimiter) {
+			after = core.AfterFolder(after) // past every key of that folder
+		}
+		in.StartAfter = aws.String(d.full(after))
 	}
 	for {
 		out, err := d.client.ListObjectsV2(ctx, in)
@@ -465,6 +475,17 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
 		}
 		var page core.ListPage
+		for _, cp := range out.CommonPrefixes {
+			fk := aws.ToString(cp.Prefix)
+			f, ok := strings.CutPrefix(fk, d.prefix)
+			if !ok {
+				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed folder %q outside the requested prefix", fk)
+			}
+			if reserved(strings.TrimSuffix(f, core.Delimiter)) || f == opts.StartAfter {
+				continue
+			}
+			page.Folders = append(page.Folders, f)
+		}
 		for _, o := range out.Contents {
 			fk := aws.ToString(o.Key)
 			k, ok := strings.CutPrefix(fk, d.prefix)
@@ -477,14 +498,21 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			page.Objects = append(page.Objects, core.Info{Key: k, Size: aws.ToInt64(o.Size), Version: token(o.ETag), ModTime: aws.ToTime(o.LastModified)})
 		}
 		page.More = aws.ToBool(out.IsTruncated)
-		if len(page.Objects) > 0 || !page.More {
+		if len(page.Objects)+len(page.Folders) > 0 || !page.More {
 			return page, nil
 		}
 		// A truncated page that held only hidden probe keys: read on, so
 		// no empty page claims more.
+		last := ""
+		if n := len(out.Contents); n > 0 {
+			last = aws.ToString(out.Contents[n-1].Key)
+		}
+		if n := len(out.CommonPrefixes); n > 0 && aws.ToString(out.CommonPrefixes[n-1].Prefix) > last {
+			last = core.AfterFolder(aws.ToString(out.CommonPrefixes[n-1].Prefix))
+		}
 		switch {
-		case len(out.Contents) > 0:
-			in.StartAfter = out.Contents[len(out.Contents)-1].Key
+		case last != "":
+			in.StartAfter = aws.String(last)
 			in.ContinuationToken = nil
 		case out.NextContinuationToken != nil:
 			in.ContinuationToken = out.NextContinuationToken

@@ -327,6 +327,7 @@ func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Ca
 		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
+		ListDelimiter:  true,
 		// ETags are content hashes: the same bytes give the same token.
 		UniqueVersions: false,
 		Notes: []string{

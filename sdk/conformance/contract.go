@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,7 @@ var contractCases = []contractCase{
 	{"ListOrder", testListOrder},
 	{"ListPaging", testListPaging},
 	{"ListLimit", testListLimit},
+	{"ListLevel", testListLevel},
 	{"InvalidKeys", testInvalidKeys},
 	{"LargeObject", testLargeObject},
 	{"AtomicVisibility", testAtomicVisibility},
@@ -305,6 +307,53 @@ func testListPaging(t T, s *core.Store) {
 	}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("paged listing:\n got %v\nwant %v", got, want)
+	}
+}
+
+// levelKeys are a level with objects and folders interleaved in byte
+// order ("lv/a.b" < "lv/a/" < "lv/a0"), a folder two deep, and a name
+// that continues past a folder's name.
+var levelKeys = []string{"lv/a.b", "lv/a/1", "lv/a/2/x", "lv/a0", "lv/b/c", "lv/t.lance/_versions/1.manifest", "lv/t.lance/data/x", "lv/t.lance0", "lv/é/1"}
+
+// testListLevel lists one level with the delimiter, at every page size,
+// through the store: natively where the adapter declares ListDelimiter,
+// folder by folder otherwise. Both must give the level the keys say.
+func testListLevel(t T, s *core.Store) {
+	for _, k := range levelKeys {
+		mustPut(t, s, k, []byte("x"), core.PutOptions{})
+	}
+	want := "lv/a.b,lv/a/,lv/a0,lv/b/,lv/t.lance/,lv/t.lance0,lv/é/"
+	for _, size := range []int{1, 2, 3, 0} {
+		var got []string
+		opts := core.ListOptions{Prefix: "lv/", PageSize: size, Delimiter: core.Delimiter}
+		for pages := 0; ; pages++ {
+			if pages > 20 {
+				t.Fatalf("page size %d: the level's paging does not end", size)
+			}
+			page, err := s.ListPage(ctxT(t), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range page.Objects {
+				got = append(got, o.Key)
+			}
+			got = append(got, page.Folders...)
+			if !page.More {
+				break
+			}
+			opts.StartAfter = page.Last()
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != want {
+			t.Fatalf("level of lv/ at page size %d (native delimiter: %v):\n got %s\nwant %s", size, s.Capabilities().ListDelimiter, strings.Join(got, ","), want)
+		}
+	}
+	page, err := s.ListPage(ctxT(t), core.ListOptions{Prefix: "lv/", StartAfter: "lv/a/", Delimiter: core.Delimiter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := append(strings.Split(keysOf(page.Objects), ","), page.Folders...); !strings.HasPrefix(strings.Join(got, ","), "lv/a0,") {
+		t.Fatalf("level after the folder lv/a/: objects %s, folders %v: want lv/a0 first and nothing under lv/a/", keysOf(page.Objects), page.Folders)
 	}
 }
 

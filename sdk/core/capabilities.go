@@ -150,6 +150,10 @@ type Capabilities struct {
 	OrderedList bool `json:"ordered_list"`
 	// ListAfterWrite: a completed write is visible to the next List.
 	ListAfterWrite bool `json:"list_after_write"`
+	// ListDelimiter: List honours ListOptions.Delimiter natively (one
+	// request lists a level of up to a page of folders). Without it the
+	// Store lists a level one folder per request.
+	ListDelimiter bool `json:"list_delimiter,omitempty"`
 	// UniqueVersions: every write yields a version token never seen before
 	// for its key, even when the bytes are identical. Without it (S3 ETags
 	// are content hashes) a compare-and-swap cannot tell a rewrite of the

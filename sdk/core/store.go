@@ -359,6 +359,15 @@ func (s *Store) ListPage(ctx context.Context, opts ListOptions) (ListPage, error
 	if max := s.caps.Limits.MaxListPage; max > 0 && (opts.PageSize == 0 || opts.PageSize > max) {
 		opts.PageSize = max
 	}
+	switch {
+	case opts.Delimiter == "":
+	case opts.Delimiter != Delimiter:
+		return ListPage{}, Errorf("list", opts.Prefix, ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, Delimiter)
+	case !s.caps.ListDelimiter:
+		return s.listLevel(ctx, opts)
+	default:
+		return s.listNativeLevel(ctx, opts)
+	}
 	done, err := s.slot(ctx, "list", opts.Prefix)
 	if err != nil {
 		return ListPage{}, err

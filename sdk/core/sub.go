@@ -116,6 +116,9 @@ func (s *subDriver) List(ctx context.Context, opts ListOptions) (ListPage, error
 	for i := range page.Objects {
 		page.Objects[i] = s.info(page.Objects[i])
 	}
+	for i, f := range page.Folders {
+		page.Folders[i] = strings.TrimPrefix(f, s.p)
+	}
 	return page, s.err(err)
 }
 

@@ -68,15 +68,48 @@ type ListOptions struct {
 	Prefix     string
 	StartAfter string // exclusive; keys strictly greater are returned
 	PageSize   int    // 0 means the adapter's default; clamped to its limit
+	// Delimiter, if "/", lists one level: a key with a '/' after Prefix is
+	// not listed itself, its folder is, once, in ListPage.Folders
+	// ("<Prefix><name>/"), as S3's delimiter and a directory listing do.
+	// A StartAfter that is a folder (ends in '/') continues after every
+	// key under it. Only "/" is supported. A driver that does not declare
+	// Capabilities.ListDelimiter never sees one: the Store lists its
+	// folders one request each.
+	Delimiter string
 }
 
 // ListPage is one page of keys in lexicographic (byte) order.
 type ListPage struct {
 	Objects []Info
+	// Folders, with ListOptions.Delimiter: the folders on this page. Objects
+	// and folders together are in byte order and at most the page size.
+	Folders []string
 	// More is true when keys after the last one on this page may exist;
-	// continue with StartAfter set to the last key.
+	// continue with StartAfter set to Last().
 	More bool
 }
+
+// Last is the last entry of the page, object key or folder: the StartAfter
+// of the next page ("" for an empty page).
+func (p ListPage) Last() string {
+	last := ""
+	if n := len(p.Objects); n > 0 {
+		last = p.Objects[n-1].Key
+	}
+	if n := len(p.Folders); n > 0 && p.Folders[n-1] > last {
+		last = p.Folders[n-1]
+	}
+	return last
+}
+
+// Delimiter is the one ListOptions.Delimiter the contract knows.
+const Delimiter = "/"
+
+// AfterFolder is the StartAfter that continues past every key under
+// folder (which ends in '/'): folder followed by the greatest code point,
+// which sorts after any valid key below it but the pathological ones that
+// continue with that code point, which a caller skips by calling again.
+func AfterFolder(folder string) string { return folder + "\U0010FFFF" }
 
 // Reader is an open object body with the info of exactly the version being
 // read. Close it.

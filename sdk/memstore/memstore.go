@@ -68,6 +68,7 @@ func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
 		Gates:            []core.GateSpec{{Name: GateMetadata, Scope: core.ScopeGlobal, Covers: "multi-object metadata writes"}},
 		Limits:           core.Limits{MaxDeleteBatch: 1000, MaxListPage: 1000},
 		OrderedList:      true,
+		ListDelimiter:    true,
 		ListAfterWrite:   true,
 		UniqueVersions:   true,
 		Notes:            []string{"in-memory: contents are lost when the process exits"},
@@ -173,6 +174,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		size = 1000
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	var keys []string
 	for k := range d.objs {
 		if strings.HasPrefix(k, opts.Prefix) && k > opts.StartAfter {
@@ -181,13 +183,41 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	}
 	sort.Strings(keys)
 	var page core.ListPage
-	if len(keys) > size {
-		keys, page.More = keys[:size], true
+	if opts.Delimiter == "" {
+		if len(keys) > size {
+			keys, page.More = keys[:size], true
+		}
+		for _, k := range keys {
+			page.Objects = append(page.Objects, d.objs[k].info)
+		}
+		return page, nil
 	}
+	// One level: each key below a '/' after the prefix stands for its
+	// folder, once; keys under a StartAfter folder are past.
 	for _, k := range keys {
+		if strings.HasSuffix(opts.StartAfter, core.Delimiter) && strings.HasPrefix(k, opts.StartAfter) {
+			continue
+		}
+		rest := strings.TrimPrefix(k, opts.Prefix)
+		i := strings.Index(rest, core.Delimiter)
+		if i >= 0 {
+			f := opts.Prefix + rest[:i+1]
+			if n := len(page.Folders); n > 0 && page.Folders[n-1] == f {
+				continue
+			}
+			if len(page.Objects)+len(page.Folders) == size {
+				page.More = true
+				break
+			}
+			page.Folders = append(page.Folders, f)
+			continue
+		}
+		if len(page.Objects)+len(page.Folders) == size {
+			page.More = true
+			break
+		}
 		page.Objects = append(page.Objects, d.objs[k].info)
 	}
-	d.mu.Unlock()
 	return page, nil
 }
 

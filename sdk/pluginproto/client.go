@@ -776,12 +776,12 @@ func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "StartAfter %q is not valid UTF-8, so it is no key", opts.StartAfter)
 	}
 	resp, err := unary(ctx, c, op, opts.Prefix, func(ctx context.Context) (*pb.ListResponse, error) {
-		return c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize)})
+		return c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize), Delimiter: opts.Delimiter})
 	})
 	if err != nil {
 		return core.ListPage{}, err
 	}
-	page := core.ListPage{More: resp.More, Objects: make([]core.Info, len(resp.Objects))}
+	page := core.ListPage{More: resp.More, Objects: make([]core.Info, len(resp.Objects)), Folders: resp.Folders}
 	for i, o := range resp.Objects {
 		page.Objects[i] = infoFromPB(o)
 	}

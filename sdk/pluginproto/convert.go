@@ -87,6 +87,7 @@ func capsToPB(c core.Capabilities) *pb.CapabilitiesResponse {
 		},
 		OrderedList:    c.OrderedList,
 		ListAfterWrite: c.ListAfterWrite,
+		ListDelimiter:  c.ListDelimiter,
 		UniqueVersions: c.UniqueVersions,
 		ReadOnly:       c.ReadOnly,
 	}
@@ -106,6 +107,7 @@ func capsFromPB(p *pb.CapabilitiesResponse) core.Capabilities {
 		DeleteIfVersion:  capabilityFromPB(p.DeleteIfVersion),
 		OrderedList:      p.OrderedList,
 		ListAfterWrite:   p.ListAfterWrite,
+		ListDelimiter:    p.ListDelimiter,
 		UniqueVersions:   p.UniqueVersions,
 		ReadOnly:         p.ReadOnly,
 		Notes:            p.Notes,

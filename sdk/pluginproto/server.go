@@ -446,14 +446,19 @@ func (s *server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 	if err != nil {
 		return nil, err
 	}
-	page, err := d.List(ctx, core.ListOptions{Prefix: req.Prefix, StartAfter: req.StartAfter, PageSize: int(req.PageSize)})
+	page, err := d.List(ctx, core.ListOptions{Prefix: req.Prefix, StartAfter: req.StartAfter, PageSize: int(req.PageSize), Delimiter: req.Delimiter})
 	if err != nil {
 		return nil, toStatus(op, req.Prefix, err)
 	}
 	if err := s.checkInfo(op, req.Prefix, page.Objects...); err != nil {
 		return nil, err
 	}
-	out := &pb.ListResponse{More: page.More, Objects: make([]*pb.Info, len(page.Objects))}
+	for _, f := range page.Folders {
+		if !utf8.ValidString(f) {
+			return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrUnknown, "the adapter listed a folder that is not valid UTF-8: %q", f))
+		}
+	}
+	out := &pb.ListResponse{More: page.More, Objects: make([]*pb.Info, len(page.Objects)), Folders: page.Folders}
 	for i, o := range page.Objects {
 		out.Objects[i] = infoToPB(o)
 	}

@@ -595,7 +595,10 @@ type CapabilitiesResponse struct {
 	UniqueVersions bool `protobuf:"varint,9,opt,name=unique_versions,json=uniqueVersions,proto3" json:"unique_versions,omitempty"`
 	// The instance was opened read-only: it declares every conditional
 	// capability none and no gates, and refuses every write.
-	ReadOnly      bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	ReadOnly bool `protobuf:"varint,10,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// List honours ListRequest.delimiter (false for plugins that predate it:
+	// the host then lists a level one folder per request).
+	ListDelimiter bool `protobuf:"varint,11,opt,name=list_delimiter,json=listDelimiter,proto3" json:"list_delimiter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -696,6 +699,13 @@ func (x *CapabilitiesResponse) GetUniqueVersions() bool {
 func (x *CapabilitiesResponse) GetReadOnly() bool {
 	if x != nil {
 		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *CapabilitiesResponse) GetListDelimiter() bool {
+	if x != nil {
+		return x.ListDelimiter
 	}
 	return false
 }
@@ -1278,10 +1288,12 @@ func (x *DeleteManyResponse) GetResults() []*DeleteResult {
 }
 
 type ListRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Prefix        string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	StartAfter    string                 `protobuf:"bytes,2,opt,name=start_after,json=startAfter,proto3" json:"start_after,omitempty"`
-	PageSize      int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Prefix     string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	StartAfter string                 `protobuf:"bytes,2,opt,name=start_after,json=startAfter,proto3" json:"start_after,omitempty"`
+	PageSize   int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// "/" lists one level; sent only to a plugin that declares list_delimiter.
+	Delimiter     string `protobuf:"bytes,4,opt,name=delimiter,proto3" json:"delimiter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,10 +1349,19 @@ func (x *ListRequest) GetPageSize() int64 {
 	return 0
 }
 
+func (x *ListRequest) GetDelimiter() string {
+	if x != nil {
+		return x.Delimiter
+	}
+	return ""
+}
+
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Objects       []*Info                `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
-	More          bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Objects []*Info                `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	More    bool                   `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"`
+	// The folders of the level, with a delimiter.
+	Folders       []string `protobuf:"bytes,3,rep,name=folders,proto3" json:"folders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1387,6 +1408,13 @@ func (x *ListResponse) GetMore() bool {
 		return x.More
 	}
 	return false
+}
+
+func (x *ListResponse) GetFolders() []string {
+	if x != nil {
+		return x.Folders
+	}
+	return nil
 }
 
 type AcquireGateRequest struct {
@@ -1617,7 +1645,7 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x0fmax_object_size\x18\x01 \x01(\x03R\rmaxObjectSize\x12(\n" +
 	"\x10max_delete_batch\x18\x02 \x01(\x03R\x0emaxDeleteBatch\x12\"\n" +
 	"\rmax_list_page\x18\x03 \x01(\x03R\vmaxListPage\x12 \n" +
-	"\vparallelism\x18\x04 \x01(\x03R\vparallelism\"\x86\x04\n" +
+	"\vparallelism\x18\x04 \x01(\x03R\vparallelism\"\xad\x04\n" +
 	"\x14CapabilitiesResponse\x12G\n" +
 	"\x10create_if_absent\x18\x01 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x0ecreateIfAbsent\x12K\n" +
 	"\x12replace_if_version\x18\x02 \x01(\v2\x1d.retain.storage.v1.CapabilityR\x10replaceIfVersion\x12I\n" +
@@ -1629,7 +1657,8 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x05notes\x18\b \x03(\tR\x05notes\x12'\n" +
 	"\x0funique_versions\x18\t \x01(\bR\x0euniqueVersions\x12\x1b\n" +
 	"\tread_only\x18\n" +
-	" \x01(\bR\breadOnly\"\x1e\n" +
+	" \x01(\bR\breadOnly\x12%\n" +
+	"\x0elist_delimiter\x18\v \x01(\bR\rlistDelimiter\"\x1e\n" +
 	"\n" +
 	"GetRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\"N\n" +
@@ -1664,15 +1693,17 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
 	"\x05error\x18\x02 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"O\n" +
 	"\x12DeleteManyResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.retain.storage.v1.DeleteResultR\aresults\"c\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.retain.storage.v1.DeleteResultR\aresults\"\x81\x01\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1f\n" +
 	"\vstart_after\x18\x02 \x01(\tR\n" +
 	"startAfter\x12\x1b\n" +
-	"\tpage_size\x18\x03 \x01(\x03R\bpageSize\"U\n" +
+	"\tpage_size\x18\x03 \x01(\x03R\bpageSize\x12\x1c\n" +
+	"\tdelimiter\x18\x04 \x01(\tR\tdelimiter\"o\n" +
 	"\fListResponse\x121\n" +
 	"\aobjects\x18\x01 \x03(\v2\x17.retain.storage.v1.InfoR\aobjects\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\bR\x04more\"(\n" +
+	"\x04more\x18\x02 \x01(\bR\x04more\x12\x18\n" +
+	"\afolders\x18\x03 \x03(\tR\afolders\"(\n" +
 	"\x12AcquireGateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"?\n" +
 	"\x13AcquireGateResponse\x12\x12\n" +

@@ -3,11 +3,15 @@ package latency
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -27,8 +31,21 @@ const rtt = 20 * time.Millisecond
 // requests the proxy saw at once.
 //
 //	go test -run '^$' -bench StoreCommands -benchtime 1x ./internal/latency/
+//
+// RETAIN_LATENCY_TABLES=30,1000 runs the fleet-sized store too (minutes).
 func BenchmarkStoreCommands(b *testing.B) {
-	for _, tables := range []int{30} {
+	sizes := []int{30}
+	if v := os.Getenv("RETAIN_LATENCY_TABLES"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("RETAIN_LATENCY_TABLES=%q: want table counts separated by commas", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, tables := range sizes {
 		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) { storeCommands(b, tables) })
 	}
 }
@@ -36,8 +53,11 @@ func BenchmarkStoreCommands(b *testing.B) {
 func storeCommands(b *testing.B, tables int) {
 	st := NewS3(b, rtt)
 	upload := func() {
-		for i := range tables {
-			Upload(b, st.Fast, fixtures+"/v2-appends.lance", fmt.Sprintf("t%04d.lance", i))
+		err := fanout.Each(context.Background(), 16, tables, func(_ context.Context, i int) error {
+			return Upload(st.Fast, fixtures+"/v2-appends.lance", fmt.Sprintf("t%04d.lance", i))
+		})
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
 	upload()

@@ -47,9 +47,8 @@ func NewS3(tb testing.TB, delay time.Duration) *S3 {
 
 // Upload copies the Lance table in folder src (a fixture on disk) to the
 // store under dst.
-func Upload(tb testing.TB, s *core.Store, src, dst string) {
-	tb.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+func Upload(s *core.Store, src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -61,7 +60,4 @@ func Upload(tb testing.TB, s *core.Store, src, dst string) {
 		_, err = s.PutBytes(context.Background(), dst+"/"+filepath.ToSlash(rel), b, core.PutOptions{})
 		return err
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
 }

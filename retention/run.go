@@ -397,17 +397,24 @@ func finishQuiet(rep *RunReport, j *Journal, plan *StorePlan) {
 // boundaries in one commit, before anything is deleted.
 func publishRun(ctx context.Context, s *core.Store, b *runBoundaries, rep *RunReport) (*journalWriter, error) {
 	j, op := b.j, b.j.OperationID
-	for i, lp := range b.plans {
+	// The plans side by side; every one is written before the journal
+	// that names them.
+	err := fanout.Each(ctx, s.Parallelism(), len(b.plans), func(ctx context.Context, i int) error {
+		lp := b.plans[i]
 		if lp == nil {
-			continue
+			return nil
 		}
 		raw, err := json.Marshal(lp)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := s.PutBytes(ctx, planKey(op, i), raw, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
-			return nil, fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
+			return fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	jw := &journalWriter{s: s, j: j}
 	if err := jw.create(ctx); err != nil {
@@ -419,7 +426,7 @@ func publishRun(ctx context.Context, s *core.Store, b *runBoundaries, rep *RunRe
 	if len(rep.Boundaries) == 0 {
 		return jw, nil
 	}
-	_, err := b.reg.Commit(ctx, b.rv, b.draft)
+	_, err = b.reg.Commit(ctx, b.rv, b.draft)
 	if err != nil {
 		// A lost response may hide a commit that landed: the version
 		// carrying this run's rows decides.

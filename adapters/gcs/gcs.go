@@ -299,6 +299,7 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
+		ListDelimiter:  true,
 		UniqueVersions: true,
 		Notes: []string{
 			"bucket " + d.bucketName + " via " + target,

@@ -428,16 +428,27 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		size = maxListPage
 	}
 	q := &storage.Query{Prefix: d.prefix + opts.Prefix, Projection: storage.ProjectionNoACL}
+	level := opts.Delimiter != ""
+	if level {
+		if opts.Delimiter != core.Delimiter {
+			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		}
+		q.Delimiter = core.Delimiter
+	}
 	var after string
 	if opts.StartAfter != "" {
 		after = d.prefix + opts.StartAfter
-		q.StartOffset = after
+		if level && strings.HasSuffix(after, core.Delimiter) {
+			after = core.AfterFolder(after) // past every object of that folder
+		}
+		q.StartOffset = after // inclusive: the entry equal to it is skipped below
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
 		return core.ListPage{}, mapErr(op, opts.Prefix, err)
 	}
 	pager := iterator.NewPager(d.bucket.Objects(ctx, q), size, "")
 	var out []core.Info
+	var folders []string
 	for {
 		var batch []*storage.ObjectAttrs
 		token, err := pager.NextPage(&batch)
@@ -445,6 +456,13 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			return core.ListPage{}, d.mapErrBucket(op, opts.Prefix, err)
 		}
 		for _, a := range batch {
+			if a.Name == "" && a.Prefix != "" { // a folder of the level
+				f, ok := strings.CutPrefix(a.Prefix, d.prefix)
+				if ok && f != opts.StartAfter && !strings.HasPrefix(f, probeDir+"/") {
+					folders = append(folders, f)
+				}
+				continue
+			}
 			if a.Name == after || !strings.HasPrefix(a.Name, d.prefix) {
 				continue
 			}
@@ -455,10 +473,31 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			out = append(out, infoOf(k, a))
 		}
 		// A page left empty by the skipping must not claim more: go on.
-		if len(out) > 0 || token == "" {
-			return core.ListPage{Objects: out, More: token != ""}, nil
+		if len(out)+len(folders) > 0 || token == "" {
+			return clampLevel(core.ListPage{Objects: out, Folders: folders, More: token != ""}, size), nil
 		}
 	}
+}
+
+// clampLevel keeps the first size entries of a level's page, objects and
+// folders together, where the server did not count its prefixes against
+// the page size (fake-gcs-server does not); what it drops comes back on
+// the next page, which starts after the last entry kept.
+func clampLevel(p core.ListPage, size int) core.ListPage {
+	if len(p.Objects)+len(p.Folders) <= size {
+		return p
+	}
+	var out core.ListPage
+	oi, fi := 0, 0
+	for len(out.Objects)+len(out.Folders) < size {
+		if fi < len(p.Folders) && (oi == len(p.Objects) || p.Folders[fi] < p.Objects[oi].Key) {
+			out.Folders, fi = append(out.Folders, p.Folders[fi]), fi+1
+		} else {
+			out.Objects, oi = append(out.Objects, p.Objects[oi]), oi+1
+		}
+	}
+	out.More = true
+	return out
 }
 
 func infoOf(key string, a *storage.ObjectAttrs) core.Info {

@@ -217,6 +217,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 		Limits:         core.Limits{MaxObjectSize: MaxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
+		ListDelimiter:  true,
 		UniqueVersions: true,
 		Notes: []string{
 			"endpoint " + endpoint + ", container " + loc.Bucket + ", credentials: " + credDesc,

@@ -43,6 +43,12 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		}
 		after = d.prefix + opts.StartAfter
 	}
+	if opts.Delimiter != "" {
+		if opts.Delimiter != core.Delimiter {
+			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		}
+		return d.listLevel(ctx, opts, prefix, after, size)
+	}
 	var marker *string
 	if after != "" {
 		if m, ok := d.markers.get(markerKey{prefix, after}); ok {
@@ -96,4 +102,102 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		}
 		marker = to.Ptr(next)
 	}
+}
+
+// listLevel is List of one level (ListBlobsHierarchy with the delimiter):
+// blobs and blob prefixes of the level after after, through the same
+// marker cache, keyed apart from flat listings. Every entry at or before
+// after (and, for a folder, the folder itself) is dropped on every path.
+func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, after string, size int) (core.ListPage, error) {
+	const op = "list"
+	cacheKey := func(last string) markerKey { return markerKey{prefix + "\x00level", last} }
+	var marker *string
+	if after != "" {
+		if m, ok := d.markers.get(cacheKey(after)); ok {
+			marker = to.Ptr(m)
+		}
+	}
+	var page core.ListPage
+	entries := func() int { return len(page.Objects) + len(page.Folders) }
+	for {
+		lo := &container.ListBlobsHierarchyOptions{MaxResults: to.Ptr(int32(size - entries())), Marker: marker}
+		if prefix != "" {
+			lo.Prefix = to.Ptr(prefix)
+		}
+		resp, err := d.cc.NewListBlobsHierarchyPager(core.Delimiter, lo).NextPage(ctx)
+		if err != nil {
+			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+		}
+		last := ""
+		for _, bp := range resp.Segment.BlobPrefixes {
+			if bp == nil || bp.Name == nil {
+				continue
+			}
+			name := *bp.Name
+			last = max(last, name)
+			if after != "" && name <= after {
+				continue
+			}
+			if !strings.HasPrefix(name, prefix) {
+				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed prefix %q outside the prefix %q", name, prefix)
+			}
+			page.Folders = append(page.Folders, strings.TrimPrefix(name, d.prefix))
+		}
+		for _, it := range resp.Segment.BlobItems {
+			if it == nil || it.Name == nil {
+				continue
+			}
+			name := *it.Name
+			last = max(last, name)
+			if after != "" && name <= after {
+				continue
+			}
+			if !strings.HasPrefix(name, prefix) {
+				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
+			}
+			info := core.Info{Key: strings.TrimPrefix(name, d.prefix)}
+			if p := it.Properties; p != nil {
+				info.Size, info.Version, info.ModTime = sizeOf(p.ContentLength), version(p.ETag), timeOf(p.LastModified)
+			}
+			page.Objects = append(page.Objects, info)
+		}
+		next := ""
+		if resp.NextMarker != nil {
+			next = *resp.NextMarker
+		}
+		if entries() > size {
+			// The endpoint did not count its prefixes against the page
+			// size: keep the first size entries; the next page starts after
+			// the last kept one (no marker for it: it lists from the start
+			// and skips, correct and slower).
+			return clampLevel(page, size), nil
+		}
+		if next == "" {
+			return page, nil
+		}
+		if entries() >= size {
+			page.More = true
+			if last != "" {
+				d.markers.put(cacheKey(last), next)
+			}
+			return page, nil
+		}
+		marker = to.Ptr(next)
+	}
+}
+
+// clampLevel keeps the first size entries of a level's page, objects and
+// folders together, in order.
+func clampLevel(p core.ListPage, size int) core.ListPage {
+	var out core.ListPage
+	oi, fi := 0, 0
+	for len(out.Objects)+len(out.Folders) < size {
+		if fi < len(p.Folders) && (oi == len(p.Objects) || p.Folders[fi] < p.Objects[oi].Key) {
+			out.Folders, fi = append(out.Folders, p.Folders[fi]), fi+1
+		} else {
+			out.Objects, oi = append(out.Objects, p.Objects[oi]), oi+1
+		}
+	}
+	out.More = true
+	return out
 }

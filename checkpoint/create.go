@@ -550,8 +550,9 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 			return errs[i+1]
 		})
 		for i, err := range errs {
-			if err != nil && err == tagErr {
-				failed = i
+			if err != nil && !errors.Is(err, context.Canceled) {
+				failed = i // the lowest table whose own write failed
+				break
 			}
 		}
 	}

@@ -68,8 +68,11 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 			for _, f := range page.Folders {
 				add(f)
 			}
-			if entries > MaxTables || !page.More || page.Last() == "" {
+			if entries > MaxTables || !page.More {
 				break
+			}
+			if page.Last() == "" { // the Store refuses such a page; never stop short
+				return nil, core.Errorf("discover", "", core.ErrUnknown, "listing the store root returned an empty page that claims more")
 			}
 			opts.StartAfter = page.Last()
 		}

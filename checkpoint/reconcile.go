@@ -167,9 +167,13 @@ func reconcile(ctx context.Context, s *core.Store, reg *registry.Registry, scope
 		return err
 	}
 	failpoint.Hit(FPReconcileAfterSidecars)
-	p.repairPins(ctx)
+	if err := p.repairPins(ctx); err != nil {
+		return err // a pin not checked may be a conflict: reclaim nothing
+	}
 	failpoint.Hit(FPReconcileAfterRepair)
-	p.reclaimTags(ctx)
+	if err := p.reclaimTags(ctx); err != nil {
+		return err
+	}
 	failpoint.Hit(FPReconcileAfterReclaim)
 	return nil
 }
@@ -428,12 +432,12 @@ func (p *reconcilePass) conflict(c Conflict) {
 
 // repairPins restores the pins live checkpoints need: registry pins, then
 // row pins. A pin that cannot be repaired is a conflict on its path.
-func (p *reconcilePass) repairPins(ctx context.Context) {
+func (p *reconcilePass) repairPins(ctx context.Context) error {
 	commits := newCommitChecks()
 	// Each pin is checked (and repaired) side by side; the outcomes are
 	// recorded in the order a serial pass would have them.
 	regOut := make([]repairOutcome, len(p.regPins))
-	_ = fanout.Each(ctx, p.s.Parallelism(), len(p.regPins), func(ctx context.Context, i int) error {
+	regErr := fanout.Each(ctx, p.s.Parallelism(), len(p.regPins), func(ctx context.Context, i int) error {
 		r := p.regPins[i]
 		ref, _ := registry.ParseRef(r.rp.PhysicalRef)
 		if st, detail := tagHealth(ctx, p.rds, r.rp); st == PinMissing {
@@ -448,7 +452,7 @@ func (p *reconcilePass) repairPins(ctx context.Context) {
 		return nil
 	})
 	rowOut := make([]repairOutcome, len(p.rows))
-	_ = fanout.Each(ctx, p.s.Parallelism(), len(p.rows), func(ctx context.Context, i int) error {
+	rowErr := fanout.Each(ctx, p.s.Parallelism(), len(p.rows), func(ctx context.Context, i int) error {
 		r := p.rows[i]
 		if !p.present[r.row.Path] {
 			rowOut[i].conflict = &Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))}
@@ -465,6 +469,8 @@ func (p *reconcilePass) repairPins(ctx context.Context) {
 			p.rep.Repaired = append(p.rep.Repaired, *o.repaired)
 		}
 	}
+	// The steps only fail when ctx ends: then some pins were never checked.
+	return errors.Join(regErr, rowErr)
 }
 
 // repairOutcome is what checking one pin found: a conflict, a repair, or
@@ -476,7 +482,7 @@ type repairOutcome struct {
 
 // reclaimTags deletes the reserved tags judged reclaimable. Tables with a
 // conflict are left alone.
-func (p *reconcilePass) reclaimTags(ctx context.Context) {
+func (p *reconcilePass) reclaimTags(ctx context.Context) error {
 	var todo []reclaim
 	for _, rc := range p.reclaims {
 		if !p.conflicted[rc.root] && !p.unreadable[rc.root] && !p.inFlight[rc.id] && !p.rolledBackTags[rc.root+":"+rc.tag.Name] {
@@ -484,8 +490,9 @@ func (p *reconcilePass) reclaimTags(ctx context.Context) {
 		}
 	}
 	ifVersion := p.s.Require(core.FeatureDeleteIfVersion, p.scope) == nil
-	errs := make([]error, len(todo))
-	_ = fanout.Each(ctx, p.s.Parallelism(), len(todo), func(ctx context.Context, i int) error {
+	errs, ran := make([]error, len(todo)), make([]bool, len(todo))
+	stop := fanout.Each(ctx, p.s.Parallelism(), len(todo), func(ctx context.Context, i int) error {
+		ran[i] = true
 		v := ""
 		if ifVersion {
 			v = todo[i].tag.Info.Version
@@ -496,12 +503,16 @@ func (p *reconcilePass) reclaimTags(ctx context.Context) {
 		return nil
 	})
 	for i, rc := range todo {
+		if !ran[i] {
+			continue // never tried: the tag is still there, and so not reclaimed
+		}
 		if errs[i] != nil {
 			p.rep.Conflicts = append(p.rep.Conflicts, Conflict{Kind: ConflictWrongTarget, Path: rc.root, Tag: rc.tag.Name, Detail: errs[i].Error()})
 			continue
 		}
 		p.rep.Reclaimed = append(p.rep.Reclaimed, PinEvent{Path: rc.root, Tag: rc.tag.Name, CheckpointID: rc.id, Branch: branchOf(rc.tag), Version: rc.tag.Version, Why: rc.why})
 	}
+	return stop
 }
 
 // repairRow checks one live row's tag and recreates it if it is missing

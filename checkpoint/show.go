@@ -330,7 +330,11 @@ func deepCheckRow(ctx context.Context, s *core.Store, r registry.Row) *DeepCheck
 		}
 	}
 	missing, errs := make([]bool, len(files)), make([]error, len(files))
+	for i := range errs {
+		errs[i] = fmt.Errorf("%s: not checked: %w", files[i].Key, context.Canceled) // until it is
+	}
 	_ = fanout.Each(ctx, s.Parallelism(), len(files), func(ctx context.Context, i int) error {
+		errs[i] = nil
 		f := files[i]
 		if f.Prefix {
 			objs, err := s.List(ctx, f.Key, 0)
@@ -345,7 +349,9 @@ func deepCheckRow(ctx context.Context, s *core.Store, r registry.Row) *DeepCheck
 		return nil
 	})
 	for i, f := range files {
-		d.FilesChecked++
+		if errs[i] == nil || missing[i] {
+			d.FilesChecked++
+		}
 		switch {
 		case missing[i]:
 			d.Missing = append(d.Missing, f.Key)

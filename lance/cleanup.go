@@ -219,6 +219,11 @@ type Policy struct {
 	SafetyWindow time.Duration
 	// Now is the clock (nil: time.Now); tests move it.
 	Now func() time.Time
+	// ReadAhead is how many manifests are read and parsed ahead of the
+	// one being decided (0: the store's parallelism, at most maxReadAhead).
+	// A caller planning many tables at once lowers it, so the manifests in
+	// memory stay bounded across all of them.
+	ReadAhead int
 }
 
 func (p Policy) now() time.Time {
@@ -635,7 +640,7 @@ func (pl *planner) note(format string, args ...any) {
 func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	next := readAhead(ctx, m.ds, m.versions)
+	next := readAhead(ctx, m.ds, m.versions, pl.p.ReadAhead)
 	for _, v := range m.versions {
 		man, err := next()
 		if err != nil {
@@ -686,7 +691,7 @@ const maxReadAhead = 16
 // readAhead reads the manifests of vs in the background, at most the
 // store's parallelism (and maxReadAhead) ahead, and returns them in order,
 // one per call.
-func readAhead(ctx context.Context, d *Dataset, vs []Version) func() (*Manifest, error) {
+func readAhead(ctx context.Context, d *Dataset, vs []Version, depth int) func() (*Manifest, error) {
 	type result struct {
 		m   *Manifest
 		err error
@@ -695,7 +700,10 @@ func readAhead(ctx context.Context, d *Dataset, vs []Version) func() (*Manifest,
 	for i := range futures {
 		futures[i] = make(chan result, 1)
 	}
-	sem := make(chan struct{}, max(1, min(d.Store.Parallelism(), maxReadAhead)))
+	if depth <= 0 {
+		depth = min(d.Store.Parallelism(), maxReadAhead)
+	}
+	sem := make(chan struct{}, max(1, depth))
 	go func() {
 		for i, v := range vs {
 			select {

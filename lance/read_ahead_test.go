@@ -26,7 +26,7 @@ func TestReadAheadEndsWithItsContext(t *testing.T) {
 		vs[i] = Version{N: uint64(i + 1), Key: "t.lance/_versions/" + string(rune('a'+i%26)) + ".manifest"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	next := readAhead(ctx, d, vs)
+	next := readAhead(ctx, d, vs, 0)
 	cancel()
 	done := make(chan struct{})
 	go func() {

@@ -321,8 +321,14 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 
 	// Every table is planned side by side; a failure that refuses the
 	// whole store is the first in table order.
+	// Manifests parsed ahead stay near manifestBudget in all, however many
+	// tables are planned at once: one table alone reads far ahead, 32 at
+	// once each a few.
+	width := min(s.Parallelism(), max(1, len(rs.Tables)))
+	depth := max(2, manifestBudget/width)
 	tps, err := fanout.Map(ctx, s.Parallelism(), len(rs.Tables), func(ctx context.Context, i int) (TablePlan, error) {
-		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: rs.Tables[i].Extra, Now: func() time.Time { return now }})
+		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: rs.Tables[i].Extra,
+			Now: func() time.Time { return now }, ReadAhead: depth})
 	})
 	if err != nil {
 		return nil, err
@@ -340,6 +346,9 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	}
 	return plan, nil
 }
+
+// manifestBudget bounds the manifests a store-wide plan reads ahead in all.
+const manifestBudget = 64
 
 // planTable plans one table's cleanup. A table that cannot be planned
 // safely is refused alone (its TablePlan says why); an error refuses the

@@ -646,9 +646,17 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 	// tables finishing together coalescing into one (a table whose "done"
 	// was not saved yet is carried out again by a resume, which deletes
 	// nothing twice).
-	x := &executor{jw: jw, rep: rep, runs: runs, done: done}
-	_ = fanout.Each(ctx, s.Parallelism(), len(pending), func(ctx context.Context, k int) error {
+	// A failed claim check (or journal save) stops every table: those not
+	// started are not run, and those deleting are cancelled (their deletes
+	// are journaled plans, so a resume finishes them), so that no table
+	// deletes past the moment this run knows it no longer holds the store.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	x := &executor{jw: jw, rep: rep, runs: runs, done: done, cancel: cancelRun}
+	started := make([]bool, len(j.Tables))
+	_ = fanout.Each(runCtx, s.Parallelism(), len(pending), func(ctx context.Context, k int) error {
 		i := pending[k]
+		started[i] = true
 		if stop := x.stopped(); stop != nil {
 			x.notRun(i, stop)
 			return nil
@@ -670,7 +678,15 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 		failpoint.Hit(FPRunAfterTable)
 		return nil
 	})
+	for _, i := range pending {
+		if !started[i] { // the run's context ended before the table's turn
+			x.notRun(i, context.Cause(runCtx))
+		}
+	}
 	stop := x.stopErr
+	if stop == nil && ctx.Err() != nil {
+		stop = context.Cause(ctx)
+	}
 	rep.Tables = append(rep.Tables, runs...)
 	if stop == nil && (j.Registry.State == TablePending || j.Registry.State == TableFailed) {
 		if stop = h.Verify(ctx); stop == nil {
@@ -697,6 +713,7 @@ type executor struct {
 	done    int
 	stopErr error
 	gen     int // bumped by every record
+	cancel  context.CancelCauseFunc
 
 	saveMu sync.Mutex
 	saved  int // the gen the journal object holds
@@ -713,6 +730,7 @@ func (x *executor) stop(err error) {
 	defer x.mu.Unlock()
 	if x.stopErr == nil {
 		x.stopErr = err
+		x.cancel(err)
 	}
 }
 

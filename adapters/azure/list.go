@@ -170,7 +170,7 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 			// size: keep the first size entries; the next page starts after
 			// the last kept one (no marker for it: it lists from the start
 			// and skips, correct and slower).
-			return clampLevel(page, size), nil
+			return core.ClampLevel(page, size), nil
 		}
 		if next == "" {
 			return page, nil
@@ -184,20 +184,4 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 		}
 		marker = to.Ptr(next)
 	}
-}
-
-// clampLevel keeps the first size entries of a level's page, objects and
-// folders together, in order.
-func clampLevel(p core.ListPage, size int) core.ListPage {
-	var out core.ListPage
-	oi, fi := 0, 0
-	for len(out.Objects)+len(out.Folders) < size {
-		if fi < len(p.Folders) && (oi == len(p.Objects) || p.Folders[fi] < p.Objects[oi].Key) {
-			out.Folders, fi = append(out.Folders, p.Folders[fi]), fi+1
-		} else {
-			out.Objects, oi = append(out.Objects, p.Objects[oi]), oi+1
-		}
-	}
-	out.More = true
-	return out
 }

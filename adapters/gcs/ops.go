@@ -474,30 +474,9 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		}
 		// A page left empty by the skipping must not claim more: go on.
 		if len(out)+len(folders) > 0 || token == "" {
-			return clampLevel(core.ListPage{Objects: out, Folders: folders, More: token != ""}, size), nil
+			return core.ClampLevel(core.ListPage{Objects: out, Folders: folders, More: token != ""}, size), nil
 		}
 	}
-}
-
-// clampLevel keeps the first size entries of a level's page, objects and
-// folders together, where the server did not count its prefixes against
-// the page size (fake-gcs-server does not); what it drops comes back on
-// the next page, which starts after the last entry kept.
-func clampLevel(p core.ListPage, size int) core.ListPage {
-	if len(p.Objects)+len(p.Folders) <= size {
-		return p
-	}
-	var out core.ListPage
-	oi, fi := 0, 0
-	for len(out.Objects)+len(out.Folders) < size {
-		if fi < len(p.Folders) && (oi == len(p.Objects) || p.Folders[fi] < p.Objects[oi].Key) {
-			out.Folders, fi = append(out.Folders, p.Folders[fi]), fi+1
-		} else {
-			out.Objects, oi = append(out.Objects, p.Objects[oi]), oi+1
-		}
-	}
-	out.More = true
-	return out
 }
 
 func infoOf(key string, a *storage.ObjectAttrs) core.Info {

@@ -498,6 +498,11 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			page.Objects = append(page.Objects, core.Info{Key: k, Size: aws.ToInt64(o.Size), Version: token(o.ETag), ModTime: aws.ToTime(o.LastModified)})
 		}
 		page.More = aws.ToBool(out.IsTruncated)
+		if len(page.Objects)+len(page.Folders) > size {
+			// An endpoint that does not count CommonPrefixes against
+			// MaxKeys: keep the page to its size.
+			return core.ClampLevel(page, size), nil
+		}
 		if len(page.Objects)+len(page.Folders) > 0 || !page.More {
 			return page, nil
 		}

@@ -69,9 +69,15 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 			}
 			defer s.Close()
 			m := daemon.NewMetrics()
-			if !cmd.Flags().Changed("parallelism") && !cmd.Flags().Changed("max-rps") {
-				s = paced(s, cfg.Parallelism, cfg.MaxRPS)
+			// The config's bounds, each unless the flag or its variable set it.
+			setBy := func(flag, env string) bool { return cmd.Flags().Changed(flag) || os.Getenv(env) != "" }
+			if setBy("parallelism", "RETAIN_PARALLELISM") {
+				cfg.Parallelism = 0
 			}
+			if setBy("max-rps", "RETAIN_MAX_RPS") {
+				cfg.MaxRPS = 0
+			}
+			s = paced(s, cfg.Parallelism, cfg.MaxRPS)
 			d := &daemon.Daemon{Store: s.At(loc), Config: cfg, Logger: log, Metrics: m}
 			if once {
 				r := d.Pass(cmd.Context())

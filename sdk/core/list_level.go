@@ -51,6 +51,9 @@ func (s *Store) listNativeLevel(ctx context.Context, opts ListOptions) (ListPage
 		}
 		prev = e
 	}
+	if page.More && len(page.Objects)+len(page.Folders) == 0 {
+		return lie("returned an empty page that claims more")
+	}
 	return page, nil
 }
 
@@ -73,7 +76,7 @@ func (s *Store) listLevel(ctx context.Context, opts ListOptions) (ListPage, erro
 			return ListPage{}, err
 		}
 		if len(p.Objects) == 0 {
-			return page, nil // p.More: a page of nothing that claims more was refused above
+			return page, nil // ListPage refuses a page of nothing that claims more
 		}
 		o := p.Objects[0]
 		rest := strings.TrimPrefix(o.Key, opts.Prefix)

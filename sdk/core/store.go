@@ -84,6 +84,9 @@ func (s *Store) Parallelism() int { return cap(s.slots) }
 
 // slot waits for room for one more request in flight; done gives it back.
 func (s *Store) slot(ctx context.Context, op, key string) (done func(), err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, shape(op, key, err) // select would pick a free slot half the time
+	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -92,6 +95,10 @@ func (s *Store) slot(ctx context.Context, op, key string) (done func(), err erro
 	if s.pacer != nil {
 		if err := s.pacer.Wait(ctx); err != nil {
 			<-s.slots
+			if ctx.Err() == nil {
+				// The pace would pass ctx's deadline: as good as timed out.
+				return nil, &Error{Op: op, Key: key, Kind: ErrTransient, Err: err, Msg: "the request-rate cap (--max-rps) leaves no time before the deadline"}
+			}
 			return nil, shape(op, key, err)
 		}
 	}
@@ -388,6 +395,11 @@ func (s *Store) ListPage(ctx context.Context, opts ListOptions) (ListPage, error
 			return ListPage{}, s.lie("list", opts.Prefix, "returned more than the page size %d", opts.PageSize)
 		}
 		prev = o.Key
+	}
+	if page.More && len(page.Objects) == 0 {
+		// Nothing to continue after: a caller paging on would stop short
+		// (and a discovery, say, leave tables out) rather than fail.
+		return ListPage{}, s.lie("list", opts.Prefix, "returned an empty page that claims more")
 	}
 	return page, nil
 }

@@ -102,6 +102,28 @@ func (p ListPage) Last() string {
 	return last
 }
 
+// ClampLevel keeps the first size entries of a level's page, objects and
+// folders together in byte order, marking it More when it dropped any: for
+// an adapter whose backend does not count folders against the page size
+// (the dropped entries come back on the next page, which starts after the
+// last one kept).
+func ClampLevel(p ListPage, size int) ListPage {
+	if size <= 0 || len(p.Objects)+len(p.Folders) <= size {
+		return p
+	}
+	var out ListPage
+	oi, fi := 0, 0
+	for len(out.Objects)+len(out.Folders) < size {
+		if fi < len(p.Folders) && (oi == len(p.Objects) || p.Folders[fi] < p.Objects[oi].Key) {
+			out.Folders, fi = append(out.Folders, p.Folders[fi]), fi+1
+		} else {
+			out.Objects, oi = append(out.Objects, p.Objects[oi]), oi+1
+		}
+	}
+	out.More = true
+	return out
+}
+
 // Delimiter is the one ListOptions.Delimiter the contract knows.
 const Delimiter = "/"
 

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,3 +148,44 @@ func TestStorePacerPacesEveryRequest(t *testing.T) {
 type refusingPacer struct{}
 
 func (refusingPacer) Wait(ctx context.Context) error { return context.Canceled }
+
+// deadlinePacer refuses as rate.Limiter does when the wait would pass the
+// deadline: at once, with the context still live.
+type deadlinePacer struct{}
+
+func (deadlinePacer) Wait(context.Context) error {
+	return errors.New("rate: Wait(n=1) would exceed context deadline")
+}
+
+// A pace that would pass the deadline is as good as a timeout: transient,
+// not an unknown failure.
+func TestStorePaceBeyondDeadlineIsTransient(t *testing.T) {
+	s, err := core.NewStore(context.Background(), "memory", memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.WithPacer(deadlinePacer{}).Stat(context.Background(), "k")
+	if core.KindOf(err) != core.ErrTransient {
+		t.Fatalf("%v: want transient", err)
+	}
+}
+
+// A request whose context has ended never reaches the driver, even with a
+// slot free (select would pick the free slot half the time).
+func TestStoreEndedContextNeverReachesTheDriver(t *testing.T) {
+	d := &slowDriver{Driver: memstore.New()}
+	s, err := core.NewStore(context.Background(), "memory", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 50 {
+		if _, err := s.Stat(ctx, "k"); err == nil {
+			t.Fatal("a cancelled request succeeded")
+		}
+	}
+	if d.peak.Load() != 0 {
+		t.Fatal("a cancelled request reached the driver")
+	}
+}

@@ -137,6 +137,8 @@ func (d *Driver) mapErr(op, key string, err error) *core.Error {
 		kind, msg := f.kind()
 		if f.code == codeNoSuchBucket {
 			msg = fmt.Sprintf("bucket %q does not exist at this endpoint", d.bucket)
+		} else if kind == core.ErrTransient && msg == "" && refusal(err) {
+			msg = d.throttleMsg(err)
 		} else if kind == core.ErrPermissionDenied && msg == "" {
 			msg = fmt.Sprintf("the endpoint refused access to bucket %q (%s): check the credentials the AWS default chain found and their permissions", d.bucket, f.describe())
 		}

@@ -44,15 +44,25 @@ func quoted(v string) (string, bool) {
 }
 
 // attempts counts the HTTP attempts of one SDK call (the retryer may send a
-// request more than once). It sits after the retry middleware, so it runs
-// once per attempt.
-type attempts struct{ n atomic.Int32 }
+// request more than once) and whether a failed one may have been applied.
+// It sits after the retry middleware, so it runs once per attempt.
+type attempts struct {
+	n atomic.Int32
+	// last: the latest attempt failed in a way that may have been applied
+	// (no answer, or a 500, 502 or 504, which do not say the request was
+	// not executed); maybe: such an attempt was followed by another.
+	last, maybe atomic.Bool
+}
 
 func (a *attempts) ID() string { return "RetainAttemptCounter" }
 
 func (a *attempts) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-	a.n.Add(1)
-	return next.HandleFinalize(ctx, in)
+	if a.n.Add(1) > 1 && a.last.Load() {
+		a.maybe.Store(true)
+	}
+	out, md, err := next.HandleFinalize(ctx, in)
+	a.last.Store(err != nil && !refusal(err))
+	return out, md, err
 }
 
 func (a *attempts) option() func(*awss3.Options) {
@@ -61,9 +71,10 @@ func (a *attempts) option() func(*awss3.Options) {
 	})
 }
 
-// retried says whether an earlier attempt of the call may have reached the
-// endpoint.
-func (a *attempts) retried() bool { return a.n.Load() > 1 }
+// maybeApplied says whether an earlier attempt of the call may have
+// reached the endpoint and been applied: it failed without an answer that
+// says it was refused unexecuted (a throttle is such an answer).
+func (a *attempts) maybeApplied() bool { return a.maybe.Load() }
 
 // Get opens the object; the reader streams exactly the version in Info.
 func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
@@ -242,6 +253,9 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	switch {
 	case opts.Mode == core.PutCreateIfAbsent && (f.preconditionFailed() || f.conflict()):
 		return d.resolveCreate(ctx, key, writeID, &at, f, err)
+	case opts.Mode == core.PutReplaceIfVersion && f.notFound() && at.maybeApplied():
+		// An earlier attempt may have replaced it before someone deleted it.
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(err)}
 	case opts.Mode == core.PutReplaceIfVersion && f.notFound():
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(err)}
 	case opts.Mode == core.PutReplaceIfVersion && (f.preconditionFailed() || f.conflict()):
@@ -254,14 +268,15 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 // retry after an attempt whose answer was lost, when the read-back does not
 // show this write: an earlier attempt may have written, then been
 // overwritten.
-const errOutcomeUnknown = "the SDK retried this conditional write after an attempt whose answer was lost, and the key does not hold this write now: whether an earlier attempt took effect is unknown"
+const errOutcomeUnknown = "outcome unknown: the SDK retried this conditional write after an attempt whose answer was lost, and the key does not hold this write now: whether an earlier attempt took effect is unknown; read the key before acting"
 
 // resolveCreate decides a create-if-absent the endpoint refused with 412
 // or 409.
 func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (core.Info, error) {
 	const op = "put"
-	if f.preconditionFailed() && !at.retried() {
-		// One attempt, refused: the key existed. No read-back needed.
+	if f.preconditionFailed() && !at.maybeApplied() {
+		// No earlier attempt can have written (one attempt, or retries
+		// only after throttling): the key existed. No read-back needed.
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
 	}
 	h, herr := d.head(ctx, key)
@@ -274,8 +289,8 @@ func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *att
 	case exists && h.writeID == writeID:
 		// An earlier attempt of this call created it; the retry saw it.
 		return h.info, nil
-	case at.retried():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: causeOf(cause)}
+	case at.maybeApplied():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case exists:
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
 	}
@@ -297,8 +312,8 @@ func (d *Driver) resolveReplace(ctx context.Context, key, writeID string, at *at
 	switch {
 	case exists && h.writeID == writeID:
 		return h.info, nil
-	case at.retried():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: errOutcomeUnknown, Err: causeOf(cause)}
+	case at.maybeApplied():
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case !exists:
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(cause)}
 	case f.conflict():
@@ -380,7 +395,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		}
 	}
 	switch {
-	case missing && at.retried():
+	case missing && at.maybeApplied():
 		// An earlier attempt whose answer was lost most likely deleted
 		// it; either way no object of that version remains.
 		return nil

@@ -38,6 +38,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -195,8 +196,19 @@ type Driver struct {
 	// every write is refused.
 	readOnly bool
 
+	// maxAttempts is the SDK's attempts per call, for messages.
+	maxAttempts int
+	hooks       testHooks
+
 	closeOnce sync.Once
 	transport *http.Transport
+}
+
+// testHooks are settings only tests change.
+type testHooks struct {
+	// backoff replaces the retryer's back-off (the SDK's waits 1 s and
+	// more after a throttle), so tests of retries stay fast.
+	backoff retry.BackoffDelayer
 }
 
 var _ core.Driver = (*Driver)(nil)
@@ -205,11 +217,15 @@ var _ core.Driver = (*Driver)(nil)
 // conditional-delete set to auto (the default) it probes the endpoint on a
 // scratch key under the store's prefix before returning.
 func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+	return openWith(ctx, loc, testHooks{})
+}
+
+func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver, error) {
 	prefix, o, err := openOptions(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
-	d := &Driver{bucket: loc.Bucket}
+	d := &Driver{bucket: loc.Bucket, hooks: hooks}
 	if prefix != "" {
 		d.prefix = prefix + "/"
 	}
@@ -304,6 +320,13 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 			pathStyle = *o.PathStyle
 		}
 		so.UsePathStyle = pathStyle
+		// so.RetryMode and so.RetryMaxAttempts hold what AWS_RETRY_MODE,
+		// AWS_MAX_ATTEMPTS or the shared config set, if anything.
+		d.maxAttempts = so.RetryMaxAttempts
+		if d.maxAttempts <= 0 {
+			d.maxAttempts = retryMaxAttempts
+		}
+		so.Retryer = newRetryer(so.RetryMode, d.maxAttempts, d.hooks.backoff)
 		if cfg.Credentials != nil {
 			so.Credentials = aws.NewCredentialsCache(markedCredentials{cfg.Credentials})
 		}

@@ -239,8 +239,9 @@ func TestRetriedConditionalWriteWasOurs(t *testing.T) {
 }
 
 // If someone else wrote the key between the lost answer and the retry,
-// the adapter cannot know whether its write happened: transient, never a
-// false "already exists" or a false success.
+// the adapter cannot know whether its write happened: unknown (the
+// contract's kind for an outcome nobody can tell), never a false "already
+// exists" or a false success.
 func TestRetriedConditionalWriteOutcomeUnknown(t *testing.T) {
 	var dropped atomic.Int32
 	var be gofakes3.Backend
@@ -257,7 +258,7 @@ func TestRetriedConditionalWriteOutcomeUnknown(t *testing.T) {
 	d := openT(t, "s3://bunk/p")
 
 	_, err := putS(d, "lost/k", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create retried after a lost answer, key overwritten since", err, core.ErrTransient)
+	testkit.WantKind(t, "create retried after a lost answer, key overwritten since", err, core.ErrUnknown)
 	if !strings.Contains(err.Error(), "unknown") {
 		t.Errorf("message does not say the outcome is unknown: %v", err)
 	}

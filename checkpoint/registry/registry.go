@@ -358,12 +358,38 @@ func (r *Registry) Read(ctx context.Context, v Version) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := decode(key, body, v)
+	s, err := r.decodeAny(ctx, key, body, v)
 	if err != nil {
 		return nil, err
 	}
 	r.observe(v)
 	return s, nil
+}
+
+// decodeAny decodes a stored version of any format this build reads,
+// reading a segmented one's segments.
+func (r *Registry) decodeAny(ctx context.Context, key string, body []byte, want Version) (*Snapshot, error) {
+	if peekFormat(body) == formatSegmented {
+		return r.decodeSegmented(ctx, key, body, want)
+	}
+	return decode(key, body, want)
+}
+
+// link is what following the chain needs of a stored version: its format
+// and prev, checked as far as the version object alone allows.
+func link(key string, body []byte, want Version) (int, string, error) {
+	if peekFormat(body) == formatSegmented {
+		v, err := decodeSegmentedLink(key, body, want)
+		if err != nil {
+			return 0, "", err
+		}
+		return v.Format, v.Prev, nil
+	}
+	s, err := decode(key, body, want)
+	if err != nil {
+		return 0, "", err
+	}
+	return s.Format, s.Prev, nil
 }
 
 func (r *Registry) readObject(ctx context.Context, key string) ([]byte, error) {
@@ -408,7 +434,7 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	case next.Version != expected+1:
 		return Ref{}, errorf(op, "", ErrInvalidSnapshot, "the draft is version %d, a commit on head %d writes version %d: take the draft from the head's Next", next.Version, expected, expected+1)
 	}
-	body, ref, err := next.Encode()
+	body, segs, ref, err := next.encode()
 	if err != nil {
 		return Ref{}, err
 	}
@@ -422,6 +448,10 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 		}
 		r.observe(expected)
 	}
+	// Segments first: a version object never names one that is not there.
+	if err := r.writeSegments(ctx, segs, next.known); err != nil {
+		return Ref{}, err
+	}
 	key := VersionKey(next.Version)
 	if _, err := r.store.PutBytes(ctx, key, body, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
 		if errors.Is(err, core.ErrAlreadyExists) {
@@ -434,6 +464,15 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	r.observe(next.Version)
 	next.draft = false
 	next.ref = ref
+	if segs != nil {
+		next.Format = formatSegmented
+		next.known = map[string]bool{}
+		for k := range segs {
+			next.known[k] = true
+		}
+	} else {
+		next.known = nil
+	}
 	// Best effort (the commit stands): Head probes past a stale record,
 	// CheckHead follows the chain from one, reconcile settles it.
 	_ = r.RecordCommit(ctx, ref)
@@ -563,9 +602,9 @@ func (r *Registry) checkHead(ctx context.Context, v Version, snap *Snapshot, rec
 		return HeadRecordCurrent, nil
 	}
 	// Behind: follow the chain down from the head to the recorded version.
-	want := snap.Prev
+	want, format := snap.Prev, snap.Format
 	for k := v - 1; ; k-- {
-		if snap.Format == formatUnchained {
+		if format == formatUnchained {
 			return HeadNoEvidence, nil // below, a build without the chain wrote it
 		}
 		if want == "" {
@@ -587,11 +626,11 @@ func (r *Registry) checkHead(ctx context.Context, v Version, snap *Snapshot, rec
 			}
 			return HeadRecordBehind, nil
 		}
-		s, err := decode(VersionKey(k), body, k)
+		f, prev, err := link(VersionKey(k), body, k)
 		if err != nil {
 			return 0, &HeadMismatch{Head: v, Recorded: h.Version, Untrusted: true, Reason: err.Error()}
 		}
-		snap, want = s, s.Prev
+		format, want = f, prev
 	}
 }
 
@@ -602,8 +641,8 @@ func (r *Registry) firstChained(ctx context.Context, v Version) bool {
 	if err != nil {
 		return false
 	}
-	s, err := decode(VersionKey(v-1), body, v-1)
-	return err == nil && s.Format == formatUnchained
+	f, _, err := link(VersionKey(v-1), body, v-1)
+	return err == nil && f == formatUnchained
 }
 
 // RecordCommit writes the head record for the committed version ref names,
@@ -689,7 +728,7 @@ func (r *Registry) VerifyChain(ctx context.Context) (int, []Version, []ChainBrea
 			return n, unreadable, breaks, err
 		}
 		n++
-		s, derr := decode(VersionKey(v), body, v)
+		s, derr := r.decodeAny(ctx, VersionKey(v), body, v)
 		switch {
 		case derr != nil:
 			unreadable = append(unreadable, v)

@@ -151,6 +151,9 @@ type Snapshot struct {
 
 	draft bool
 	ref   Ref
+	// known is the segments the stored version references (format 3):
+	// a commit on top writes only the others.
+	known map[string]bool
 }
 
 // Empty is the snapshot of the empty registry (version 0).
@@ -201,6 +204,7 @@ func (s *Snapshot) Next() *Snapshot {
 		Tombstones:  append([]Tombstone(nil), s.Tombstones...),
 		Tables:      append([]Table(nil), s.Tables...),
 		draft:       true,
+		known:       s.known,
 	}
 	for _, g := range s.GCBoundary {
 		n.GCBoundary = append(n.GCBoundary, append(json.RawMessage(nil), g...))
@@ -214,20 +218,37 @@ func (s *Snapshot) Next() *Snapshot {
 // the create protocol can name the registry pin (RegistryPinTag of
 // RegistryTarget(ref)) before it commits.
 func (s *Snapshot) Encode() ([]byte, Ref, error) {
+	b, _, ref, err := s.encode()
+	return b, ref, err
+}
+
+// encode is Encode plus the segments a format 3 version references, by
+// key (nil when the snapshot is written whole).
+func (s *Snapshot) encode() ([]byte, map[string][]byte, Ref, error) {
 	if s.Version == 0 {
-		return nil, Ref{}, errorf("encode", "", ErrInvalidSnapshot, "version 0 is the empty registry and is never written")
+		return nil, nil, Ref{}, errorf("encode", "", ErrInvalidSnapshot, "version 0 is the empty registry and is never written")
 	}
 	if err := s.Validate(); err != nil {
-		return nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Msg: err.Error()}
+		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Msg: err.Error()}
 	}
 	c := *s
 	c.normalize()
+	if c.Format == formatSegmented {
+		c.Format = Format
+	}
 	b, err := json.Marshal(&c)
 	if err != nil {
-		return nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
+		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
 	}
 	b = append(b, '\n')
-	return b, refOf(s.Version, b), nil
+	if len(b) <= spillBytes || c.Format == formatUnchained {
+		return b, nil, refOf(s.Version, b), nil
+	}
+	b, segs, err := c.encodeSegmented()
+	if err != nil {
+		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
+	}
+	return b, segs, refOf(s.Version, b), nil
 }
 
 // decode parses a stored version strictly: unknown fields, trailing data, a
@@ -244,7 +265,7 @@ func decode(key string, body []byte, want Version) (*Snapshot, error) {
 		return nil, corrupt("read", key, nil, "registry version %d has data after the snapshot", want)
 	}
 	if s.Format != Format && s.Format != formatUnchained {
-		return nil, corrupt("read", key, nil, "registry version %d has format %d; this build reads formats %d and %d", want, s.Format, formatUnchained, Format)
+		return nil, corrupt("read", key, nil, "registry version %d has format %d; this build reads formats %d to %d", want, s.Format, formatUnchained, formatSegmented)
 	}
 	if s.Version != want {
 		return nil, corrupt("read", key, nil, "the object of registry version %d says it is version %d", want, s.Version)
@@ -368,7 +389,7 @@ func (s *Snapshot) Validate() error {
 // validateFormat checks the format and its chain link.
 func (s *Snapshot) validateFormat() error {
 	switch {
-	case s.Format != Format && s.Format != formatUnchained:
+	case s.Format != Format && s.Format != formatUnchained && s.Format != formatSegmented:
 		return fmt.Errorf("format %d, want %d", s.Format, Format)
 	case s.Format == formatUnchained && s.Prev != "":
 		return fmt.Errorf("format %d carries no prev", formatUnchained)

@@ -1,0 +1,387 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/retain-dev/retain/internal/fanout"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// Segmented versions (format 3): what keeps a commit's bytes flat in the
+// number of live checkpoints.
+//
+// A snapshot whose whole encoding is at most spillBytes is written as one
+// object, format 2, exactly as before: small registries (and every build
+// that reads format 2) are unaffected. A larger one is written as a tree
+// of immutable, content-addressed objects under SegmentsPrefix:
+//
+//   - one rows object per checkpoint: its pins (format 3, kind "rows");
+//   - one index bucket per hash bucket of checkpoint names (bucketOf): the
+//     reservations, headers and tombstones of the names in it, each header
+//     naming its rows object by SHA-256, size and count;
+//   - the version object itself (under VersionsPrefix as always): format,
+//     version, prev, the table catalog, the gc_boundary rows and the
+//     buckets by SHA-256 and size.
+//
+// A commit writes the version object plus only the segments its
+// predecessor did not reference: creating a checkpoint writes its rows
+// object and one bucket (the headers of about 1/numBuckets of the names),
+// deleting one writes one bucket. Every segment is bound by digest to the
+// version object, which the chain (prev) and the head record bind in
+// turn, so a rewritten segment is as detectable as a rewritten version. A
+// segment that is missing or does not match is ErrCorruptRegistry, never
+// core.ErrNotFound: the version exists, it cannot be read whole.
+//
+// Segments are never rewritten; the registry's cleanup does not remove
+// them yet (they are small: one bucket per commit, one rows object per
+// checkpoint).
+
+const (
+	// SegmentsPrefix holds the segments of format 3 versions, named by
+	// the SHA-256 of their bytes.
+	SegmentsPrefix = RegistryPath + "/segments/"
+	// formatSegmented is the format of a version written as segments.
+	formatSegmented = 3
+	// numBuckets is how many index buckets names hash into: a create
+	// rewrites one, and the version object names at most this many.
+	numBuckets = 64
+)
+
+// spillBytes is the size above which a snapshot is written as segments. A
+// variable so the package's tests can spill small snapshots.
+var spillBytes = 32 << 10
+
+// SegmentKey is the key of the segment whose bytes have SHA-256 hex sum.
+func SegmentKey(sum string) string { return SegmentsPrefix + sum + ".json" }
+
+// bucketOf is the index bucket of a checkpoint name.
+func bucketOf(name string) int {
+	sum := sha256.Sum256([]byte(name))
+	return int(binary.BigEndian.Uint16(sum[:2]) % numBuckets)
+}
+
+// segRef names a segment by content.
+type segRef struct {
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// bucketRef is one bucket of a version object.
+type bucketRef struct {
+	Bucket int `json:"bucket"`
+	segRef
+}
+
+// rowsRef is a header's pointer to its rows object.
+type rowsRef struct {
+	segRef
+	Count int `json:"count"`
+}
+
+// segmentedVersion is a format 3 version object.
+type segmentedVersion struct {
+	Format     int               `json:"format"`
+	Version    Version           `json:"version"`
+	Prev       string            `json:"prev,omitempty"`
+	Tables     []Table           `json:"tables"`
+	GCBoundary []json.RawMessage `json:"gc_boundary"`
+	Buckets    []bucketRef       `json:"buckets"`
+}
+
+// indexHeader is a header as a bucket stores it.
+type indexHeader struct {
+	Header
+	Rows *rowsRef `json:"rows,omitempty"`
+}
+
+// indexBucket is one bucket segment.
+type indexBucket struct {
+	Format      int           `json:"format"`
+	Kind        string        `json:"kind"` // "index"
+	Bucket      int           `json:"bucket"`
+	Names       []Reservation `json:"names"`
+	Checkpoints []indexHeader `json:"checkpoints"`
+	Tombstones  []Tombstone   `json:"tombstones"`
+}
+
+// rowsObject is one checkpoint's rows segment. A row's state is its
+// header's, so it is not stored: tombstoning rewrites no rows object.
+type rowsObject struct {
+	Format       int    `json:"format"`
+	Kind         string `json:"kind"` // "rows"
+	CheckpointID ID     `json:"checkpoint_id"`
+	Pins         []Pin  `json:"pins"`
+}
+
+const (
+	kindIndex = "index"
+	kindRows  = "rows"
+)
+
+func sumOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func marshalLine(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// encodeSegmented builds the format 3 version object of s (already
+// validated and sorted) and every segment it references, by key.
+func (s *Snapshot) encodeSegmented() ([]byte, map[string][]byte, error) {
+	segs := map[string][]byte{}
+	rows := map[ID][]Pin{}
+	for _, r := range s.Rows {
+		rows[r.CheckpointID] = append(rows[r.CheckpointID], r.Pin)
+	}
+	buckets := make([]indexBucket, numBuckets)
+	for i := range buckets {
+		buckets[i] = indexBucket{Format: formatSegmented, Kind: kindIndex, Bucket: i,
+			Names: []Reservation{}, Checkpoints: []indexHeader{}, Tombstones: []Tombstone{}}
+	}
+	for _, n := range s.Names {
+		b := &buckets[bucketOf(n.Name)]
+		b.Names = append(b.Names, n)
+	}
+	for _, h := range s.Checkpoints {
+		ih := indexHeader{Header: h}
+		if pins := rows[h.ID]; len(pins) > 0 {
+			body, err := marshalLine(rowsObject{Format: formatSegmented, Kind: kindRows, CheckpointID: h.ID, Pins: pins})
+			if err != nil {
+				return nil, nil, err
+			}
+			sum := sumOf(body)
+			segs[SegmentKey(sum)] = body
+			ih.Rows = &rowsRef{segRef: segRef{SHA256: sum, Size: int64(len(body))}, Count: len(pins)}
+		}
+		b := &buckets[bucketOf(h.Name)]
+		b.Checkpoints = append(b.Checkpoints, ih)
+	}
+	for _, t := range s.Tombstones {
+		b := &buckets[bucketOf(t.Name)]
+		b.Tombstones = append(b.Tombstones, t)
+	}
+	v := segmentedVersion{Format: formatSegmented, Version: s.Version, Prev: s.Prev,
+		Tables: s.Tables, GCBoundary: s.GCBoundary, Buckets: []bucketRef{}}
+	for i := range buckets {
+		b := &buckets[i]
+		if len(b.Names) == 0 && len(b.Checkpoints) == 0 && len(b.Tombstones) == 0 {
+			continue
+		}
+		body, err := marshalLine(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		sum := sumOf(body)
+		segs[SegmentKey(sum)] = body
+		v.Buckets = append(v.Buckets, bucketRef{Bucket: i, segRef: segRef{SHA256: sum, Size: int64(len(body))}})
+	}
+	body, err := marshalLine(&v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return body, segs, nil
+}
+
+// peekFormat reads only the format of a stored version.
+func peekFormat(body []byte) int {
+	var f struct {
+		Format int `json:"format"`
+	}
+	if json.Unmarshal(body, &f) != nil {
+		return 0
+	}
+	return f.Format
+}
+
+// strictDecode parses exactly one JSON value, refusing unknown fields and
+// trailing data.
+func strictDecode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the value")
+	}
+	return nil
+}
+
+// decodeSegmentedLink parses a format 3 version object alone: enough to
+// follow the chain (format, version, prev) without reading its segments.
+func decodeSegmentedLink(key string, body []byte, want Version) (*segmentedVersion, error) {
+	var v segmentedVersion
+	if err := strictDecode(body, &v); err != nil {
+		return nil, corrupt("read", key, err, "registry version %d is not a segmented snapshot this build can read", want)
+	}
+	switch {
+	case v.Format != formatSegmented:
+		return nil, corrupt("read", key, nil, "registry version %d has format %d, not %d", want, v.Format, formatSegmented)
+	case v.Version != want:
+		return nil, corrupt("read", key, nil, "the object of registry version %d says it is version %d", want, v.Version)
+	case v.Prev != "" && !validDigest(v.Prev):
+		return nil, corrupt("read", key, nil, "registry version %d: prev %q is not sha256:<64 lower-case hex>", want, v.Prev)
+	}
+	for i, b := range v.Buckets {
+		if b.Bucket < 0 || b.Bucket >= numBuckets || (i > 0 && v.Buckets[i-1].Bucket >= b.Bucket) || !validSum(b.SHA256) || b.Size <= 0 {
+			return nil, corrupt("read", key, nil, "registry version %d: bucket entry %d is malformed", want, i)
+		}
+	}
+	return &v, nil
+}
+
+func validSum(h string) bool { return validDigest("sha256:" + h) }
+
+// badSegment is the refusal of a segment that does not say what its
+// version needs: the version cannot be read whole.
+func badSegment(key string, cause error, version Version, format string, args ...any) error {
+	return corrupt("read", key, cause, "registry version %d: segment %s: %s; run `retain registry verify STORE`, then `retain registry recover STORE`",
+		version, key, fmt.Sprintf(format, args...))
+}
+
+// decodeSegmented reads the segments of format 3 version want (its object
+// already read as body) side by side and assembles the whole snapshot.
+func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte, want Version) (*Snapshot, error) {
+	v, err := decodeSegmentedLink(key, body, want)
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := fanout.Map(ctx, r.store.Parallelism(), len(v.Buckets), func(ctx context.Context, i int) (indexBucket, error) {
+		ref := v.Buckets[i]
+		var b indexBucket
+		if err := r.readSegment(ctx, want, ref.segRef, &b); err != nil {
+			return b, err
+		}
+		if b.Format != formatSegmented || b.Kind != kindIndex || b.Bucket != ref.Bucket {
+			return b, badSegment(SegmentKey(ref.SHA256), nil, want, "the segment named as bucket %d is not that bucket", ref.Bucket)
+		}
+		return b, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Format: formatSegmented, Version: v.Version, Prev: v.Prev, Tables: v.Tables, GCBoundary: v.GCBoundary,
+		known: map[string]bool{}}
+	type pending struct {
+		id  ID
+		ref rowsRef
+	}
+	var want2 []pending
+	for i, b := range buckets {
+		s.known[SegmentKey(v.Buckets[i].SHA256)] = true
+		for _, n := range b.Names {
+			if bucketOf(n.Name) != b.Bucket {
+				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "the name %q is filed in bucket %d, not its own", n.Name, b.Bucket)
+			}
+			s.Names = append(s.Names, n)
+		}
+		for _, h := range b.Checkpoints {
+			if bucketOf(h.Name) != b.Bucket {
+				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "checkpoint %s is filed in bucket %d, not its name's", h.ID, b.Bucket)
+			}
+			s.Checkpoints = append(s.Checkpoints, h.Header)
+			if h.Rows != nil {
+				if !validSum(h.Rows.SHA256) || h.Rows.Size <= 0 || h.Rows.Count <= 0 {
+					return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "checkpoint %s names a malformed rows object", h.ID)
+				}
+				want2 = append(want2, pending{h.ID, *h.Rows})
+			}
+		}
+		for _, t := range b.Tombstones {
+			if bucketOf(t.Name) != b.Bucket {
+				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "the tombstone of %s is filed in bucket %d, not its name's", t.CheckpointID, b.Bucket)
+			}
+			s.Tombstones = append(s.Tombstones, t)
+		}
+	}
+	rows, err := fanout.Map(ctx, r.store.Parallelism(), len(want2), func(ctx context.Context, i int) ([]Pin, error) {
+		p := want2[i]
+		var o rowsObject
+		if err := r.readSegment(ctx, want, p.ref.segRef, &o); err != nil {
+			return nil, err
+		}
+		if o.Format != formatSegmented || o.Kind != kindRows || o.CheckpointID != p.id || len(o.Pins) != p.ref.Count {
+			return nil, badSegment(SegmentKey(p.ref.SHA256), nil, want, "the rows object named by checkpoint %s is not its %d rows", p.id, p.ref.Count)
+		}
+		return o.Pins, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	state := map[ID]State{}
+	for _, h := range s.Checkpoints {
+		state[h.ID] = h.State
+	}
+	for i, p := range want2 {
+		s.known[SegmentKey(p.ref.SHA256)] = true
+		for _, pin := range rows[i] {
+			s.Rows = append(s.Rows, Row{CheckpointID: p.id, Pin: pin, State: state[p.id]})
+		}
+	}
+	s.normalize()
+	s.sortAll()
+	if err := s.Validate(); err != nil {
+		return nil, corrupt("read", key, nil, "registry version %d breaks an invariant: %v", want, err)
+	}
+	s.ref = refOf(want, body)
+	return s, nil
+}
+
+// readSegment reads one segment, checks its size and digest, and parses it
+// strictly into v.
+func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef, v any) error {
+	key := SegmentKey(ref.SHA256)
+	body, err := r.readObject(ctx, key)
+	if errors.Is(err, core.ErrNotFound) {
+		return badSegment(key, nil, version, "referenced, and missing")
+	}
+	if err != nil {
+		return err
+	}
+	if int64(len(body)) != ref.Size || sumOf(body) != ref.SHA256 {
+		return badSegment(key, nil, version, "referenced by its digest, and its bytes are not those")
+	}
+	if err := strictDecode(body, v); err != nil {
+		return badSegment(key, err, version, "does not parse")
+	}
+	return nil
+}
+
+// writeSegments writes the segments a commit references that its
+// predecessor did not, side by side, each create-if-absent: one that
+// exists already holds these bytes (its name is their digest, and every
+// read checks it).
+func (r *Registry) writeSegments(ctx context.Context, segs map[string][]byte, known map[string]bool) error {
+	keys := make([]string, 0, len(segs))
+	for k := range segs {
+		if !known[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return fanout.Each(ctx, r.store.Parallelism(), len(keys), func(ctx context.Context, i int) error {
+		_, err := r.store.PutBytes(ctx, keys[i], segs[keys[i]], core.PutOptions{Mode: core.PutCreateIfAbsent})
+		if errors.Is(err, core.ErrAlreadyExists) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("writing registry segment %s (nothing committed yet; retry the command): %w", keys[i], err)
+		}
+		return nil
+	})
+}

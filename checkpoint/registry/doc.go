@@ -21,7 +21,9 @@
 //	_, err = draft.Reserve(registry.NewCheckpoint{...})
 //	ref, err := reg.Commit(ctx, v, draft)  // ErrConflict: re-read, re-apply, retry
 //
-// A snapshot (JSON, format 1) holds name reservations (live | tombstoned,
+// A snapshot (JSON, format 2; over 32 KiB written as format 3 segments, so
+// a commit's bytes do not grow with the live checkpoints: segments.go) holds
+// name reservations (live | tombstoned,
 // with a generation per name), checkpoint headers, one row per pinned
 // table, tombstones with their delete_operation_id, the table catalog and
 // the gc_boundary list (empty until the cleanup protocol defines it). The

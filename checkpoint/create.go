@@ -78,6 +78,9 @@ type CapturedTable struct {
 	PhysicalRef    string        `json:"physical_ref"`
 	Tag            string        `json:"tag"`
 	ref            lance.PhysRef // parsed PhysicalRef
+	// head is the listing's record of the head manifest (key, size and the
+	// store's version token): revalidation finds the same object by it.
+	head core.Info
 }
 
 // Created is what Create returns: the exact versions captured.
@@ -165,6 +168,15 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 	if err != nil {
 		return nil, err
 	}
+	// Revalidation against the same registry version may keep what the
+	// earlier capture read of a table whose head is the same object.
+	before := map[string]*CapturedTable{}
+	if prev != nil && prev.head == head {
+		for i := range prev.tables {
+			before[prev.tables[i].Path] = &prev.tables[i]
+		}
+	}
+	cat := newCatalogIndex(snap)
 	type captured struct {
 		ct CapturedTable
 		ok bool
@@ -172,7 +184,7 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 	// Every table's head is read side by side; the store's limiter bounds
 	// the requests.
 	caps, err := fanout.Map(ctx, s.Parallelism(), len(paths), func(ctx context.Context, i int) (captured, error) {
-		ct, ok, err := captureTable(ctx, s, snap, paths[i], branch)
+		ct, ok, err := captureTable(ctx, s, snap, cat, paths[i], branch, before[paths[i]])
 		return captured{ct, ok}, err
 	})
 	if err != nil {
@@ -198,7 +210,12 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 	return src, nil
 }
 
-func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, path, branch string) (CapturedTable, bool, error) {
+// captureTable reads one table's head on branch. prev is what an earlier
+// capture of the same registry version read of it (nil: none): when the
+// head is still the same object (same key, size and version token), its
+// physical ref and catalog identity are what they were, and only the
+// listing is paid again.
+func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, cat *catalogIndex, path, branch string, prev *CapturedTable) (CapturedTable, bool, error) {
 	ds, err := lance.Open(s, path)
 	if err != nil {
 		return CapturedTable{}, false, err
@@ -243,13 +260,20 @@ func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 			return CapturedTable{}, false, errorf("create", path, ErrMissingTarget, "table %s: branch %q %s; it is not pinned", path, branch, why)
 		}
 	}
+	if prev != nil && sameObject(prev.head, head.Info) && prev.Version == head.N && prev.Branch == branch {
+		return *prev, true, nil
+	}
 	ref, err := bds.PhysRef(ctx, head)
 	if err != nil {
 		return CapturedTable{}, false, err
 	}
-	ct := CapturedTable{Path: path, Branch: branch, Version: head.N, PhysicalRef: ref.String(), ref: ref}
+	ct := CapturedTable{Path: path, Branch: branch, Version: head.N, PhysicalRef: ref.String(), ref: ref, head: head.Info}
 	if t, ok := snap.TableByPath(path); ok {
-		changed, _, err := incarnationChanged(ctx, snap, t, ds)
+		var mh *mainHead
+		if branch == registry.MainBranch {
+			mh = &mainHead{v: head, ref: ref}
+		}
+		changed, _, err := cat.incarnationChanged(ctx, t, ds, mh)
 		if err != nil {
 			return CapturedTable{}, false, err
 		}
@@ -263,6 +287,12 @@ func captureTable(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 	return ct, true, nil
 }
 
+// sameObject: two listings' records of one key name the same object. A
+// store that reports no version token proves nothing this way.
+func sameObject(a, b core.Info) bool {
+	return a.Version != "" && a.Key == b.Key && a.Version == b.Version && a.Size == b.Size
+}
+
 // sourceChanged is verifyTableTag's refusal of a table whose tagged
 // version is no longer the commit captured: the caller rolls back.
 type sourceChanged struct{ err error }
@@ -270,21 +300,15 @@ type sourceChanged struct{ err error }
 func (e *sourceChanged) Error() string { return e.err.Error() }
 func (e *sourceChanged) Unwrap() error { return e.err }
 
-// verifyTableTag checks that ct's tag was written as planned and that the
-// tagged version is still the commit captured (a table recreated at its
-// path between capture and tagging has the same version numbers and other
-// commits).
+// verifyTableTag checks that the version ct's tag names is still the
+// commit captured (a table recreated at its path between capture and
+// tagging has the same version numbers and other commits). The tag itself
+// is not read back: ensureTableTag's conditional write, or its read of the
+// tag that was there, already proved what it holds.
 func verifyTableTag(ctx context.Context, s *core.Store, ct CapturedTable, branch string) error {
 	ds, err := lance.Open(s, ct.Path)
 	if err != nil {
 		return err
-	}
-	t, err := ds.ReadTag(ctx, ct.Tag)
-	if err != nil {
-		return fmt.Errorf("verifying tag %s of %s: %w", ct.Tag, ct.Path, err)
-	}
-	if !tagMatches(t, branch, ct.Version, ct.ref.Size) {
-		return errorf("create", ct.Path, ErrPinConflict, "tag %s points at %s after it was written", ct.Tag, describeTag(t))
 	}
 	bds := ds
 	if branch != registry.MainBranch {
@@ -345,9 +369,12 @@ func describeTag(t lance.Tag) string {
 }
 
 // ensureTableTag creates a table pin tag idempotently, carrying its
-// record (rec: the checkpoint's header fields and this pin).
+// record (rec: the checkpoint's header fields and this pin). size is the
+// pinned manifest's, from its physical ref: the tag is written as is,
+// without listing the versions again to find it (every caller has proved
+// the version; create checks it again after tagging).
 func ensureTableTag(ctx context.Context, ds *lance.Dataset, tag string, p registry.Pin, size int64, rec registry.PinRecord) error {
-	_, err := ds.CreateTagOnBranch(ctx, tag, p.Branch, p.Version, rec.Metadata())
+	_, err := ds.PutTagFile(ctx, lance.Tag{Name: tag, Branch: p.Branch, Version: p.Version, ManifestSize: uint64(size), Metadata: rec.Metadata()})
 	if errors.Is(err, lance.ErrTagExists) {
 		t, rerr := ds.ReadTag(ctx, tag)
 		if rerr != nil {
@@ -567,9 +594,11 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 		return nil, false, err
 	}
 	failpoint.Hit(FPCreateAfterTags)
-	// Verify every tag, and that each tagged version is still the commit
-	// captured (a table recreated at its path between capture and tagging
-	// has the same version numbers and other commits: refuse), side by side.
+	// Verify that each tagged version is still the commit captured (a
+	// table recreated at its path between capture and tagging has the same
+	// version numbers and other commits: refuse), side by side. The tags
+	// hold what their conditional writes proved (ensureTableTag,
+	// ensureRegistryTag).
 	verifyErr := fanout.Each(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) error {
 		return verifyTableTag(ctx, s, tables[i], branch)
 	})
@@ -580,10 +609,6 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 			return nil, false, changed.err
 		}
 		return nil, false, verifyErr
-	}
-	t, err := rds.ReadTag(ctx, regTag)
-	if err != nil || !tagMatches(t, registry.MainBranch, uint64(ref.Version), ref.Size) {
-		return nil, false, fmt.Errorf("verifying the registry pin %s: %v", regTag, err)
 	}
 	failpoint.Hit(FPCreateAfterVerify)
 	if err := h.Verify(ctx); err != nil {

@@ -84,6 +84,38 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 	return out, nil
 }
 
+// catalogIndex is a snapshot's gc boundaries and rows by table id, decoded
+// once: looking a table up in it costs the same however many tables and
+// rows the registry holds (capture asks for every table of the store).
+type catalogIndex struct {
+	bounds    map[registry.ID][]registry.GCBoundary
+	boundsErr error
+	rows      map[registry.ID][]*registry.Row
+}
+
+func newCatalogIndex(snap *registry.Snapshot) *catalogIndex {
+	c := &catalogIndex{bounds: map[registry.ID][]registry.GCBoundary{}, rows: map[registry.ID][]*registry.Row{}}
+	var rows []registry.GCBoundary
+	if rows, c.boundsErr = snap.GCBoundaries(); c.boundsErr == nil {
+		for _, g := range rows {
+			c.bounds[g.TableID] = append(c.bounds[g.TableID], g)
+		}
+	}
+	for i := range snap.Rows {
+		r := &snap.Rows[i]
+		c.rows[r.TableID] = append(c.rows[r.TableID], r)
+	}
+	return c
+}
+
+// mainHead is what capture already read of a table's main head: its
+// version and that version's physical ref. Given to incarnationChanged, it
+// spares the reads it would repeat.
+type mainHead struct {
+	v   lance.Version
+	ref lance.PhysRef
+}
+
 // Incarnation rule. A catalogued table is the same incarnation while the
 // newest version any row of its current incarnation pins (on main when
 // there is one, else on the row's branch) is still the same commit:
@@ -103,34 +135,41 @@ func DiscoverTables(ctx context.Context, s *core.Store) ([]string, error) {
 // be confused with a recreation, and keeps its incarnation: a checkpoint
 // taken now pins its current commit, which is what the next check
 // compares against.
-func incarnationChanged(ctx context.Context, snap *registry.Snapshot, t registry.Table, ds *lance.Dataset) (bool, string, error) {
+//
+// head, when not nil, is main's head as just read.
+func (c *catalogIndex) incarnationChanged(ctx context.Context, t registry.Table, ds *lance.Dataset, head *mainHead) (bool, string, error) {
 	// A cleanup never removes a branch's latest version, so after a gc
 	// boundary the main head is always newer than the newest version it
 	// removed. A head at or below it is another table at the same path:
 	// recreated (with or without checkpoint rows to compare against).
-	if rows, err := snap.GCBoundaries(); err == nil {
-		for _, g := range rows {
-			if g.TableID != t.ID || g.Incarnation != t.Incarnation {
+	if c.boundsErr == nil {
+		for _, g := range c.bounds[t.ID] {
+			if g.Incarnation != t.Incarnation {
 				continue
 			}
 			for _, nr := range g.NewestRemoved {
 				if nr.Branch != registry.MainBranch {
 					continue
 				}
-				head, err := ds.Latest(ctx)
-				if err != nil {
-					return false, "", err
+				var n uint64
+				if head != nil {
+					n = head.v.N
+				} else {
+					h, err := ds.Latest(ctx)
+					if err != nil {
+						return false, "", err
+					}
+					n = h.N
 				}
-				if head.N <= nr.Version {
-					return true, fmt.Sprintf("main's head v%d is at or below v%d, which cleanup %s removed: the table was recreated", head.N, nr.Version, g.OperationID), nil
+				if n <= nr.Version {
+					return true, fmt.Sprintf("main's head v%d is at or below v%d, which cleanup %s removed: the table was recreated", n, nr.Version, g.OperationID), nil
 				}
 			}
 		}
 	}
 	var best *registry.Row
-	for i := range snap.Rows {
-		r := &snap.Rows[i]
-		if r.TableID != t.ID || r.Incarnation != t.Incarnation {
+	for _, r := range c.rows[t.ID] {
+		if r.Incarnation != t.Incarnation {
 			continue
 		}
 		switch {
@@ -150,6 +189,9 @@ func incarnationChanged(ctx context.Context, snap *registry.Snapshot, t registry
 	ref, err := lance.ParsePhysRef(best.PhysicalRef)
 	if err != nil {
 		return false, "", err
+	}
+	if head != nil && best.Branch == registry.MainBranch && best.Version == head.v.N && ref.Matches(head.ref) {
+		return false, "", nil // the pinned version is the head just read: the same commit
 	}
 	bds := ds
 	if best.Branch != registry.MainBranch {

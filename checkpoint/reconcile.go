@@ -207,6 +207,10 @@ type reconcilePass struct {
 	// Reserved tags judged reclaimable, and roots whose tags could not all be read.
 	reclaims   []reclaim
 	unreadable map[string]bool
+	// listed[root]: every tag of the root, as judgeUnexplained read them
+	// (roots read in full only). Repairs judge a pin by it rather than
+	// read its tag again.
+	listed map[string]map[string]lance.Tag
 
 	// Set while acting: "root:tag" deleted with their sidecar, and paths
 	// with a conflict (left alone by reclaim).
@@ -241,7 +245,7 @@ func readHead(ctx context.Context, s *core.Store, reg *registry.Registry, scope 
 	rep.RegistryVersion = v
 	p := &reconcilePass{s: s, reg: reg, scope: scope, rep: rep, rds: registryDataset(s), v: v, snap: snap,
 		inFlight: map[registry.ID]bool{}, rolledBack: map[registry.ID]bool{}, present: map[string]bool{},
-		explained: map[string]map[string]bool{}, unreadable: map[string]bool{},
+		explained: map[string]map[string]bool{}, unreadable: map[string]bool{}, listed: map[string]map[string]lance.Tag{},
 		rolledBackTags: map[string]bool{}, conflicted: map[string]bool{}}
 	var hm *registry.HeadMismatch
 	p.check, err = reg.CheckHead(ctx, v, snap)
@@ -374,6 +378,11 @@ func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
 		} else if err != nil {
 			return err
 		}
+		byName := make(map[string]lance.Tag, len(ts))
+		for _, t := range ts {
+			byName[t.Name] = t
+		}
+		p.listed[root] = byName
 		for _, t := range ts {
 			if !registry.IsReservedTag(t.Name) || p.explained[root][t.Name] {
 				continue
@@ -440,7 +449,7 @@ func (p *reconcilePass) repairPins(ctx context.Context) error {
 	regErr := fanout.Each(ctx, p.s.Parallelism(), len(p.regPins), func(ctx context.Context, i int) error {
 		r := p.regPins[i]
 		ref, _ := registry.ParseRef(r.rp.PhysicalRef)
-		if st, detail := tagHealth(ctx, p.rds, r.rp); st == PinMissing {
+		if st, detail := listedTagHealth(ctx, p.rds, r.rp, p.listed[registry.RegistryPath]); st == PinMissing {
 			if err := ensureRegistryTag(ctx, p.rds, r.rp.Tag, ref, recordOf(r.cp, nil)); err != nil {
 				regOut[i].conflict = &Conflict{Kind: ConflictWrongTarget, Path: registry.RegistryPath, Tag: r.rp.Tag, Detail: err.Error()}
 			} else {
@@ -458,7 +467,7 @@ func (p *reconcilePass) repairPins(ctx context.Context) error {
 			rowOut[i].conflict = &Conflict{Kind: ConflictTableMissing, Path: r.row.Path, Tag: r.tag, Detail: fmt.Sprintf("checkpoint %s (%s) pins %s version %d, but the table is gone; restore it from a backup, or give the pin up with `%s`", r.cp.ID, r.cp.Name, r.row.Path, r.row.Version, DropLostCommand(r.cp.ID, r.row.Path))}
 			return nil
 		}
-		rowOut[i] = repairRow(ctx, p.s, r.cp, r.row, r.tag, commits)
+		rowOut[i] = repairRow(ctx, p.s, r.cp, r.row, r.tag, commits, p.listed[r.row.Path])
 		return nil
 	})
 	for _, o := range append(regOut, rowOut...) {
@@ -517,7 +526,8 @@ func (p *reconcilePass) reclaimTags(ctx context.Context) error {
 
 // repairRow checks one live row's tag and recreates it if it is missing
 // and the version is still the commit the row names.
-func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, tag string, commits *commitChecks) repairOutcome {
+// listed is the table's tags as this pass read them (nil: read the tag).
+func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, tag string, commits *commitChecks, listed map[string]lance.Tag) repairOutcome {
 	ds, err := lance.Open(s, r.Path)
 	if err != nil {
 		return repairOutcome{conflict: &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}}
@@ -527,7 +537,7 @@ func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 		return repairOutcome{conflict: &Conflict{Kind: ConflictPinLost, Path: r.Path, Tag: tag, Detail: err.Error()}}
 	}
 	p := PinHealth{Kind: "table", Path: r.Path, Branch: r.Branch, Version: r.Version, PhysicalRef: r.PhysicalRef, Tag: tag}
-	st, detail := tagHealth(ctx, ds, p)
+	st, detail := listedTagHealth(ctx, ds, p, listed)
 	if st != PinOK && st != PinMissing {
 		return repairOutcome{conflict: &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: detail}}
 	}

@@ -260,6 +260,24 @@ func tagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth) (string, str
 	case err != nil:
 		return PinUnreadable, err.Error()
 	}
+	return tagHealthOf(t, p)
+}
+
+// listedTagHealth is tagHealth judged from a listing of the root's tags
+// read earlier in the same pass (nil: none was read, so the tag is).
+func listedTagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth, listed map[string]lance.Tag) (string, string) {
+	if listed == nil || p.Tag == "" {
+		return tagHealth(ctx, ds, p)
+	}
+	t, ok := listed[p.Tag]
+	if !ok {
+		return PinMissing, "no tag " + p.Tag
+	}
+	return tagHealthOf(t, p)
+}
+
+// tagHealthOf judges tag t, read, against the pin p it should hold.
+func tagHealthOf(t lance.Tag, p PinHealth) (string, string) {
 	size, err := pinSize(p)
 	if err != nil {
 		return PinUnreadable, err.Error()

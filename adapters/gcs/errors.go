@@ -172,7 +172,7 @@ func (d *Driver) mapErrBucket(op, key string, err error) *core.Error {
 	if errors.Is(err, storage.ErrBucketNotExist) || httpCode(err) == 404 {
 		return d.bucketGone(op, key, err)
 	}
-	return mapErr(op, key, err)
+	return d.mapErr(op, key, err)
 }
 
 func (d *Driver) bucketGone(op, key string, err error) *core.Error {

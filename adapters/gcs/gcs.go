@@ -16,7 +16,8 @@
 //     still exist as a noncurrent version, and deleting it would succeed
 //     while the live object stays, so with conditional-delete=auto the
 //     adapter probes at open which form the endpoint honours (see probe.go).
-//   - The Go client retries conditional requests on transient failures, so a
+//   - Retries are the Go client's own (retry.go), bounded to 5 attempts.
+//     The client retries conditional requests on transient failures, so a
 //     create or replace whose first response was lost comes back 412 on the
 //     retry. Every write therefore carries a random id in its metadata
 //     (retain-write-id), and a 412 is read back: if the live object carries
@@ -204,6 +205,10 @@ func normalizeEndpoint(s string) (string, error) {
 // that the bucket exists and can be listed, and with
 // conditional-delete=auto probes what the endpoint honours.
 func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+	return openWith(ctx, loc, testHooks{})
+}
+
+func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver, error) {
 	const op = "open"
 	cfg, err := parseConfig(loc)
 	if err != nil {
@@ -236,7 +241,10 @@ func Open(ctx context.Context, loc core.Location) (*Driver, error) {
 	if err != nil {
 		return nil, mapErr(op, where, fmt.Errorf("creating the storage client: %w", err))
 	}
-	d := &Driver{client: client, bucket: client.Bucket(loc.Bucket), bucketName: loc.Bucket}
+	d := &Driver{client: client, bucketName: loc.Bucket}
+	// Before the bucket handle, which copies the client's retry settings.
+	d.configureRetry(hooks)
+	d.bucket = client.Bucket(loc.Bucket)
 	if loc.Prefix != "" {
 		d.prefix = loc.Prefix + "/"
 	}
@@ -307,6 +315,7 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 			"a create or replace retried by the client after a lost response is read back: a 412 whose live object carries this write's " + writeIDKey + " metadata is reported as success",
 			"no gates: GCS has no lock primitive that survives a crashed holder, so none is offered",
 			"DeleteMany runs at most 16 single-object deletes at once: the JSON API has no multi-object delete",
+			fmt.Sprintf("retries: the storage client's (408, 429, 5xx, broken connections; conditional uploads and overwrites included), at most %d attempts per call with exponential back-off from 1 s to 30 s; throttling past them is transient: lower --max-rps or --parallelism", retryMaxAttempts),
 		},
 	}
 	if d.readOnly {

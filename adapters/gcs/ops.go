@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
@@ -42,7 +41,7 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	}
 	r, err := d.bucket.Object(name).ReadCompressed(true).NewReader(ctx)
 	if err != nil {
-		return nil, mapErr(op, key, err)
+		return nil, d.mapErr(op, key, err)
 	}
 	if r.Attrs.Generation > 0 && r.Attrs.Size >= 0 {
 		info := core.Info{Key: key, Size: r.Attrs.Size, Version: genString(r.Attrs.Generation), ModTime: r.Attrs.LastModified}
@@ -53,7 +52,7 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	r.Close()
 	attrs, err := d.bucket.Object(name).Attrs(ctx)
 	if err != nil {
-		return nil, mapErr(op, key, err)
+		return nil, d.mapErr(op, key, err)
 	}
 	r, err = d.bucket.Object(name).Generation(attrs.Generation).ReadCompressed(true).NewReader(ctx)
 	if errors.Is(err, storage.ErrObjectNotExist) {
@@ -61,7 +60,7 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 			Msg: "the object was replaced between reading its attributes and its body; read again", Err: causeOf(err)}
 	}
 	if err != nil {
-		return nil, mapErr(op, key, err)
+		return nil, d.mapErr(op, key, err)
 	}
 	return &core.Reader{Info: infoOf(key, attrs), ReadCloser: &reader{r: r, key: key}}, nil
 }
@@ -96,7 +95,7 @@ func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
 	}
 	attrs, err := d.bucket.Object(name).Attrs(ctx)
 	if err != nil {
-		return core.Info{}, mapErr(op, key, err)
+		return core.Info{}, d.mapErr(op, key, err)
 	}
 	return infoOf(key, attrs), nil
 }
@@ -149,19 +148,18 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader, conds *storage.Conditions) (core.Info, error) {
 	body, chunk, err := prepareBody(body)
 	if err != nil {
-		return core.Info{}, mapErr(op, key, err)
+		return core.Info{}, d.mapErr(op, key, err)
 	}
 	writeID := randHex()
-	var retried atomic.Bool
-	obj := d.bucket.Object(name).Retryer(storage.WithErrorFunc(func(err error) bool {
-		if storage.ShouldRetry(err) {
-			retried.Store(true)
-			return true
-		}
-		return false
-	}))
+	var at attemptRecord
+	obj := d.bucket.Object(name).Retryer(at.option())
 	if conds != nil {
 		obj = obj.If(*conds)
+	} else {
+		// An overwrite has no precondition, so the client's policy would
+		// not retry it; repeating one ends in the same state, as S3's and
+		// Azure's SDKs assume.
+		obj = obj.Retryer(storage.WithPolicy(storage.RetryAlways))
 	}
 	// Cancelling wctx before Close abandons the upload: the way to make
 	// sure a body that failed halfway is never stored.
@@ -177,7 +175,7 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 		// below): abandon the upload.
 		cancel()
 		w.Close()
-		return core.Info{}, mapErr(op, key, err)
+		return core.Info{}, d.mapErr(op, key, err)
 	}
 	if err == nil {
 		err = w.Close()
@@ -188,13 +186,13 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 	}
 	if err != nil {
 		if httpCode(err) == 412 {
-			return d.afterPrecondition(ctx, op, key, name, conds, writeID, retried.Load(), err)
+			return d.afterPrecondition(ctx, op, key, name, conds, writeID, at.maybeApplied(), err)
 		}
 		if httpCode(err) == 404 {
 			// Uploads do not 404 for a missing object: the bucket is gone.
 			return core.Info{}, d.bucketGone(op, key, err)
 		}
-		return core.Info{}, mapErr(op, key, err)
+		return core.Info{}, d.mapErr(op, key, err)
 	}
 	return infoOf(key, w.Attrs()), nil
 }
@@ -202,14 +200,22 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 // afterPrecondition decides what a 412 on a conditional upload means. The
 // client retries conditional uploads, so the 412 may answer a retry of our
 // own write whose first response was lost: if the live object carries our
-// write id, the write landed. Otherwise a create lost (the key exists) and a
-// replace found another generation, or no object at all.
-func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, conds *storage.Conditions, writeID string, retried bool, cause error) (core.Info, error) {
+// write id, the write landed. Otherwise, when no earlier attempt can have
+// been applied (one attempt, or retries only after 429s), a create lost
+// (the key exists) and a replace found another generation or no object;
+// when one may have been, the outcome is unknown: our write may have
+// landed and been replaced since.
+func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, conds *storage.Conditions, writeID string, maybeApplied bool, cause error) (core.Info, error) {
 	create := conds.DoesNotExist
 	attrs, err := d.bucket.Object(name).Attrs(ctx)
 	switch {
 	case err == nil && attrs.Metadata[writeIDKey] == writeID:
 		return infoOf(key, attrs), nil
+	case (err == nil || errors.Is(err, storage.ErrObjectNotExist)) && maybeApplied:
+		// Reporting "exists" or "stale" could make the caller give up a
+		// key it holds or apply its change twice.
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+			Msg: "outcome unknown: the write was retried after an attempt whose answer was lost and GCS answered 412; the object does not hold this write now, so whether it landed (and was replaced or deleted since) is unknown: read the object before acting", Err: cause}
 	case err == nil || errors.Is(err, storage.ErrObjectNotExist):
 		exists := err == nil
 		if create {
@@ -222,21 +228,15 @@ func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, co
 			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
 				Msg: "replace-if-version: the key does not exist; nothing was written", Err: cause}
 		}
-		if retried {
-			// Our first attempt may have landed and been replaced since:
-			// reporting "stale" could make the caller apply its change twice.
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
-				Msg: "replace-if-version was retried after a failed attempt and GCS answered 412; the object now holds another write, so whether this write landed (and was replaced since) is unknown: read the object before acting", Err: cause}
-		}
 		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
 			Msg: "replace-if-version: the object has generation " + genString(attrs.Generation) + ", not " + genString(conds.GenerationMatch) + "; nothing was written", Err: cause}
 	default:
-		if create && !retried {
-			// A 412 to a first attempt is definite.
+		if create && !maybeApplied {
+			// A 412 no earlier attempt can explain is definite.
 			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists,
 				Msg: "create-if-absent: the key exists; nothing was written", Err: cause}
 		}
-		e := mapErr(op, key, err)
+		e := d.mapErr(op, key, err)
 		e.Msg = "GCS answered 412 and reading the object back to interpret it failed; the outcome of this write is unknown"
 		if e.Kind == core.ErrNotFound {
 			e.Kind = core.ErrUnknown
@@ -253,7 +253,7 @@ func (d *Driver) neverMatches(ctx context.Context, op, key, name, version string
 	case errors.Is(err, storage.ErrObjectNotExist):
 		return core.Errorf(op, key, core.ErrNotFound, "the key does not exist; nothing was changed")
 	case err != nil:
-		return mapErr(op, key, err)
+		return d.mapErr(op, key, err)
 	}
 	return core.Errorf(op, key, core.ErrPreconditionFailed,
 		"version %q is not a GCS generation, so it is not the object's version; nothing was changed", version)
@@ -317,43 +317,38 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 // call is retried on transient failures even though GCS counts it as not
 // idempotent: a repeated delete of the same key ends in the same state.
 func (d *Driver) deleteAny(ctx context.Context, op, key, name string) error {
-	err := d.bucket.Object(name).Retryer(storage.WithPolicy(storage.RetryAlways)).Delete(ctx)
+	var at attemptRecord
+	err := d.bucket.Object(name).Retryer(storage.WithPolicy(storage.RetryAlways), at.option()).Delete(ctx)
 	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
 		return nil
 	}
-	return mapErr(op, key, err)
+	return d.mapErr(op, key, err)
 }
 
 // deleteIfGen deletes the object only if gen is its live generation, with
 // the strategy the probe (or the conditional-delete option) chose. A
 // refusal is read back to tell a stale version from a missing key.
 func (d *Driver) deleteIfGen(ctx context.Context, op, key, name string, gen int64) error {
-	var retried atomic.Bool
-	obj := d.bucket.Object(name).Retryer(storage.WithErrorFunc(func(err error) bool {
-		if storage.ShouldRetry(err) {
-			retried.Store(true)
-			return true
-		}
-		return false
-	}))
+	var at attemptRecord
+	obj := d.bucket.Object(name).Retryer(at.option())
 	err := deleteWith(ctx, obj, d.del, gen)
 	if err == nil {
 		return nil
 	}
 	if !errors.Is(err, storage.ErrObjectNotExist) && httpCode(err) != 412 {
-		return mapErr(op, key, err)
+		return d.mapErr(op, key, err)
 	}
 	attrs, aerr := d.bucket.Object(name).Attrs(ctx)
 	switch {
 	case errors.Is(aerr, storage.ErrObjectNotExist):
-		if retried.Load() {
+		if at.maybeApplied() {
 			// The first attempt may have deleted it and its answer was lost:
 			// generation gen is gone either way, which is what was asked.
 			return nil
 		}
 		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "the key does not exist; nothing was deleted", Err: causeOf(err)}
 	case aerr != nil:
-		e := mapErr(op, key, aerr)
+		e := d.mapErr(op, key, aerr)
 		e.Msg = "the conditional delete was refused and reading the object back to interpret it failed"
 		if e.Kind == core.ErrNotFound {
 			e.Kind = core.ErrUnknown
@@ -444,7 +439,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		q.StartOffset = after // inclusive: the entry equal to it is skipped below
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
-		return core.ListPage{}, mapErr(op, opts.Prefix, err)
+		return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
 	}
 	pager := iterator.NewPager(d.bucket.Objects(ctx, q), size, "")
 	var out []core.Info

@@ -196,8 +196,9 @@ type Driver struct {
 	// every write is refused.
 	readOnly bool
 
-	// maxAttempts is the SDK's attempts per call, for messages.
+	// maxAttempts and retryMode are the SDK retryer's, for messages.
 	maxAttempts int
+	retryMode   string
 	hooks       testHooks
 
 	closeOnce sync.Once
@@ -327,6 +328,10 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 			d.maxAttempts = retryMaxAttempts
 		}
 		so.Retryer = newRetryer(so.RetryMode, d.maxAttempts, d.hooks.backoff)
+		d.retryMode = "standard"
+		if so.RetryMode == aws.RetryModeAdaptive {
+			d.retryMode = "adaptive"
+		}
 		if cfg.Credentials != nil {
 			so.Credentials = aws.NewCredentialsCache(markedCredentials{cfg.Credentials})
 		}
@@ -359,6 +364,7 @@ func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Ca
 			"objects are written with one PutObject each: at most 5 GiB per object; no multipart uploads",
 			"no gates: S3 has no lock primitive the adapter could offer for multi-object writes",
 			"list order and list-after-write rely on the endpoint listing in UTF-8 byte order with strong consistency, as AWS S3 does since December 2020",
+			fmt.Sprintf("retries: the SDK's %s retryer (503 SlowDown and other throttling, 500, 502, 504, broken connections), at most %d attempts per call with exponential back-off and jitter (from 1 s after a throttle, at most 20 s); throttling past them is transient: lower --max-rps or --parallelism", d.retryMode, d.maxAttempts),
 		},
 	}
 }

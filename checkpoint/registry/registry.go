@@ -434,7 +434,7 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	case next.Version != expected+1:
 		return Ref{}, errorf(op, "", ErrInvalidSnapshot, "the draft is version %d, a commit on head %d writes version %d: take the draft from the head's Next", next.Version, expected, expected+1)
 	}
-	body, segs, ref, err := next.encode()
+	body, segs, stored, ref, err := next.encode()
 	if err != nil {
 		return Ref{}, err
 	}
@@ -449,7 +449,7 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 		r.observe(expected)
 	}
 	// Segments first: a version object never names one that is not there.
-	if err := r.writeSegments(ctx, segs, next.known); err != nil {
+	if err := r.writeSegments(ctx, segs, next.base); err != nil {
 		return Ref{}, err
 	}
 	key := VersionKey(next.Version)
@@ -466,12 +466,7 @@ func (r *Registry) Commit(ctx context.Context, expected Version, next *Snapshot)
 	next.ref = ref
 	if segs != nil {
 		next.Format = formatSegmented
-		next.known = map[string]bool{}
-		for k := range segs {
-			next.known[k] = true
-		}
-	} else {
-		next.known = nil
+		next.stored = stored
 	}
 	// Best effort (the commit stands): Head probes past a stale record,
 	// CheckHead follows the chain from one, reconcile settles it.

@@ -103,11 +103,17 @@ type indexHeader struct {
 	Rows *rowsRef `json:"rows,omitempty"`
 }
 
-// indexBucket is one bucket segment.
+// indexBucket is one bucket segment. Since is the version that wrote
+// this content: a bucket unchanged by a commit keeps its since, and one
+// changed gets the commit's, so the same content written again later is a
+// new object and every segment is referenced by one unbroken run of
+// versions [since, the next rewrite) — what lets the registry's cleanup
+// tell garbage from the versions it removes alone (SegmentGarbage).
 type indexBucket struct {
 	Format      int           `json:"format"`
 	Kind        string        `json:"kind"` // "index"
 	Bucket      int           `json:"bucket"`
+	Since       Version       `json:"since"`
 	Names       []Reservation `json:"names"`
 	Checkpoints []indexHeader `json:"checkpoints"`
 	Tombstones  []Tombstone   `json:"tombstones"`
@@ -115,17 +121,51 @@ type indexBucket struct {
 
 // rowsObject is one checkpoint's rows segment. A row's state is its
 // header's, so it is not stored: tombstoning rewrites no rows object.
+// Since is as for buckets.
 type rowsObject struct {
-	Format       int    `json:"format"`
-	Kind         string `json:"kind"` // "rows"
-	CheckpointID ID     `json:"checkpoint_id"`
-	Pins         []Pin  `json:"pins"`
+	Format       int     `json:"format"`
+	Kind         string  `json:"kind"` // "rows"
+	CheckpointID ID      `json:"checkpoint_id"`
+	Since        Version `json:"since"`
+	Pins         []Pin   `json:"pins"`
 }
 
 const (
 	kindIndex = "index"
 	kindRows  = "rows"
 )
+
+// segState is how one version is stored in segments: each bucket's and
+// each rows object's since, the digest of its content without since, and
+// its key.
+type segState struct {
+	buckets map[int]segPrev
+	rows    map[ID]segPrev
+}
+
+type segPrev struct {
+	since Version
+	sum0  string // SHA-256 of the content encoded with since 0
+	key   string
+}
+
+// has reports whether the stored version references the segment key.
+func (st *segState) has(key string) bool {
+	if st == nil {
+		return false
+	}
+	for _, p := range st.buckets {
+		if p.key == key {
+			return true
+		}
+	}
+	for _, p := range st.rows {
+		if p.key == key {
+			return true
+		}
+	}
+	return false
+}
 
 func sumOf(b []byte) string {
 	s := sha256.Sum256(b)
@@ -140,9 +180,37 @@ func marshalLine(v any) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// sealed encodes a segment whose since is set by setSince: with since 0
+// to compare content with the predecessor's, then with the since it
+// keeps (the predecessor's when the content is the same, v otherwise).
+func sealed(v Version, prev segPrev, had bool, setSince func(Version), obj any) ([]byte, segPrev, error) {
+	setSince(0)
+	b0, err := marshalLine(obj)
+	if err != nil {
+		return nil, segPrev{}, err
+	}
+	sum0 := sumOf(b0)
+	since := v
+	if had && prev.sum0 == sum0 {
+		since = prev.since
+	}
+	setSince(since)
+	b, err := marshalLine(obj)
+	if err != nil {
+		return nil, segPrev{}, err
+	}
+	return b, segPrev{since: since, sum0: sum0, key: SegmentKey(sumOf(b))}, nil
+}
+
 // encodeSegmented builds the format 3 version object of s (already
-// validated and sorted) and every segment it references, by key.
-func (s *Snapshot) encodeSegmented() ([]byte, map[string][]byte, error) {
+// validated and sorted), every segment it references by key, and how it
+// is stored.
+func (s *Snapshot) encodeSegmented() ([]byte, map[string][]byte, *segState, error) {
+	base := s.base
+	if base == nil {
+		base = &segState{}
+	}
+	st := &segState{buckets: map[int]segPrev{}, rows: map[ID]segPrev{}}
 	segs := map[string][]byte{}
 	rows := map[ID][]Pin{}
 	for _, r := range s.Rows {
@@ -160,13 +228,15 @@ func (s *Snapshot) encodeSegmented() ([]byte, map[string][]byte, error) {
 	for _, h := range s.Checkpoints {
 		ih := indexHeader{Header: h}
 		if pins := rows[h.ID]; len(pins) > 0 {
-			body, err := marshalLine(rowsObject{Format: formatSegmented, Kind: kindRows, CheckpointID: h.ID, Pins: pins})
+			o := rowsObject{Format: formatSegmented, Kind: kindRows, CheckpointID: h.ID, Pins: pins}
+			prev, had := base.rows[h.ID]
+			body, sp, err := sealed(s.Version, prev, had, func(v Version) { o.Since = v }, &o)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			sum := sumOf(body)
-			segs[SegmentKey(sum)] = body
-			ih.Rows = &rowsRef{segRef: segRef{SHA256: sum, Size: int64(len(body))}, Count: len(pins)}
+			segs[sp.key] = body
+			st.rows[h.ID] = sp
+			ih.Rows = &rowsRef{segRef: segRef{SHA256: sumOf(body), Size: int64(len(body))}, Count: len(pins)}
 		}
 		b := &buckets[bucketOf(h.Name)]
 		b.Checkpoints = append(b.Checkpoints, ih)
@@ -182,19 +252,20 @@ func (s *Snapshot) encodeSegmented() ([]byte, map[string][]byte, error) {
 		if len(b.Names) == 0 && len(b.Checkpoints) == 0 && len(b.Tombstones) == 0 {
 			continue
 		}
-		body, err := marshalLine(b)
+		prev, had := base.buckets[i]
+		body, sp, err := sealed(s.Version, prev, had, func(v Version) { b.Since = v }, b)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		sum := sumOf(body)
-		segs[SegmentKey(sum)] = body
-		v.Buckets = append(v.Buckets, bucketRef{Bucket: i, segRef: segRef{SHA256: sum, Size: int64(len(body))}})
+		segs[sp.key] = body
+		st.buckets[i] = sp
+		v.Buckets = append(v.Buckets, bucketRef{Bucket: i, segRef: segRef{SHA256: sumOf(body), Size: int64(len(body))}})
 	}
 	body, err := marshalLine(&v)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return body, segs, nil
+	return body, segs, st, nil
 }
 
 // peekFormat reads only the format of a stored version.
@@ -275,50 +346,62 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 	if err != nil {
 		return nil, err
 	}
-	s := &Snapshot{Format: formatSegmented, Version: v.Version, Prev: v.Prev, Tables: v.Tables, GCBoundary: v.GCBoundary,
-		known: map[string]bool{}}
+	st := &segState{buckets: map[int]segPrev{}, rows: map[ID]segPrev{}}
+	s := &Snapshot{Format: formatSegmented, Version: v.Version, Prev: v.Prev, Tables: v.Tables, GCBoundary: v.GCBoundary, stored: st}
 	type pending struct {
 		id  ID
 		ref rowsRef
 	}
-	var want2 []pending
-	for i, b := range buckets {
-		s.known[SegmentKey(v.Buckets[i].SHA256)] = true
+	var refs []pending
+	for i := range buckets {
+		b := &buckets[i]
+		bkey := SegmentKey(v.Buckets[i].SHA256)
+		sp, err := stateOf(want, bkey, b.Since, func(v Version) { b.Since = v }, b)
+		if err != nil {
+			return nil, err
+		}
+		st.buckets[b.Bucket] = sp
 		for _, n := range b.Names {
 			if bucketOf(n.Name) != b.Bucket {
-				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "the name %q is filed in bucket %d, not its own", n.Name, b.Bucket)
+				return nil, badSegment(bkey, nil, want, "the name %q is filed in bucket %d, not its own", n.Name, b.Bucket)
 			}
 			s.Names = append(s.Names, n)
 		}
 		for _, h := range b.Checkpoints {
 			if bucketOf(h.Name) != b.Bucket {
-				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "checkpoint %s is filed in bucket %d, not its name's", h.ID, b.Bucket)
+				return nil, badSegment(bkey, nil, want, "checkpoint %s is filed in bucket %d, not its name's", h.ID, b.Bucket)
 			}
 			s.Checkpoints = append(s.Checkpoints, h.Header)
 			if h.Rows != nil {
 				if !validSum(h.Rows.SHA256) || h.Rows.Size <= 0 || h.Rows.Count <= 0 {
-					return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "checkpoint %s names a malformed rows object", h.ID)
+					return nil, badSegment(bkey, nil, want, "checkpoint %s names a malformed rows object", h.ID)
 				}
-				want2 = append(want2, pending{h.ID, *h.Rows})
+				refs = append(refs, pending{h.ID, *h.Rows})
 			}
 		}
 		for _, t := range b.Tombstones {
 			if bucketOf(t.Name) != b.Bucket {
-				return nil, badSegment(SegmentKey(v.Buckets[i].SHA256), nil, want, "the tombstone of %s is filed in bucket %d, not its name's", t.CheckpointID, b.Bucket)
+				return nil, badSegment(bkey, nil, want, "the tombstone of %s is filed in bucket %d, not its name's", t.CheckpointID, b.Bucket)
 			}
 			s.Tombstones = append(s.Tombstones, t)
 		}
 	}
-	rows, err := fanout.Map(ctx, r.store.Parallelism(), len(want2), func(ctx context.Context, i int) ([]Pin, error) {
-		p := want2[i]
+	type readRows struct {
+		pins []Pin
+		sp   segPrev
+	}
+	rows, err := fanout.Map(ctx, r.store.Parallelism(), len(refs), func(ctx context.Context, i int) (readRows, error) {
+		p := refs[i]
+		rkey := SegmentKey(p.ref.SHA256)
 		var o rowsObject
 		if err := r.readSegment(ctx, want, p.ref.segRef, &o); err != nil {
-			return nil, err
+			return readRows{}, err
 		}
 		if o.Format != formatSegmented || o.Kind != kindRows || o.CheckpointID != p.id || len(o.Pins) != p.ref.Count {
-			return nil, badSegment(SegmentKey(p.ref.SHA256), nil, want, "the rows object named by checkpoint %s is not its %d rows", p.id, p.ref.Count)
+			return readRows{}, badSegment(rkey, nil, want, "the rows object named by checkpoint %s is not its %d rows", p.id, p.ref.Count)
 		}
-		return o.Pins, nil
+		sp, err := stateOf(want, rkey, o.Since, func(v Version) { o.Since = v }, &o)
+		return readRows{o.Pins, sp}, err
 	})
 	if err != nil {
 		return nil, err
@@ -327,9 +410,9 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 	for _, h := range s.Checkpoints {
 		state[h.ID] = h.State
 	}
-	for i, p := range want2 {
-		s.known[SegmentKey(p.ref.SHA256)] = true
-		for _, pin := range rows[i] {
+	for i, p := range refs {
+		st.rows[p.id] = rows[i].sp
+		for _, pin := range rows[i].pins {
 			s.Rows = append(s.Rows, Row{CheckpointID: p.id, Pin: pin, State: state[p.id]})
 		}
 	}
@@ -340,6 +423,22 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 	}
 	s.ref = refOf(want, body)
 	return s, nil
+}
+
+// stateOf is a read segment's place in the stored state: its since (at
+// least 1 and at most the version reading it) and the digest of its
+// content with since 0.
+func stateOf(version Version, key string, since Version, setSince func(Version), obj any) (segPrev, error) {
+	if since == 0 || since > version {
+		return segPrev{}, badSegment(key, nil, version, "it says it was written at version %d", since)
+	}
+	setSince(0)
+	b0, err := marshalLine(obj)
+	setSince(since)
+	if err != nil {
+		return segPrev{}, err
+	}
+	return segPrev{since: since, sum0: sumOf(b0), key: key}, nil
 }
 
 // readSegment reads one segment, checks its size and digest, and parses it
@@ -366,10 +465,10 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 // predecessor did not, side by side, each create-if-absent: one that
 // exists already holds these bytes (its name is their digest, and every
 // read checks it).
-func (r *Registry) writeSegments(ctx context.Context, segs map[string][]byte, known map[string]bool) error {
+func (r *Registry) writeSegments(ctx context.Context, segs map[string][]byte, base *segState) error {
 	keys := make([]string, 0, len(segs))
 	for k := range segs {
-		if !known[k] {
+		if !base.has(k) {
 			keys = append(keys, k)
 		}
 	}

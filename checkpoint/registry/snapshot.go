@@ -151,9 +151,11 @@ type Snapshot struct {
 
 	draft bool
 	ref   Ref
-	// known is the segments the stored version references (format 3):
-	// a commit on top writes only the others.
-	known map[string]bool
+	// stored is how this version is stored in segments (format 3; nil
+	// otherwise); base is the predecessor's, for a draft: a commit writes
+	// only the segments base lacks, and a bucket or rows object that did
+	// not change keeps the version it was written at (segments.go).
+	stored, base *segState
 }
 
 // Empty is the snapshot of the empty registry (version 0).
@@ -204,7 +206,7 @@ func (s *Snapshot) Next() *Snapshot {
 		Tombstones:  append([]Tombstone(nil), s.Tombstones...),
 		Tables:      append([]Table(nil), s.Tables...),
 		draft:       true,
-		known:       s.known,
+		base:        s.stored,
 	}
 	for _, g := range s.GCBoundary {
 		n.GCBoundary = append(n.GCBoundary, append(json.RawMessage(nil), g...))
@@ -218,18 +220,18 @@ func (s *Snapshot) Next() *Snapshot {
 // the create protocol can name the registry pin (RegistryPinTag of
 // RegistryTarget(ref)) before it commits.
 func (s *Snapshot) Encode() ([]byte, Ref, error) {
-	b, _, ref, err := s.encode()
+	b, _, _, ref, err := s.encode()
 	return b, ref, err
 }
 
 // encode is Encode plus the segments a format 3 version references, by
 // key (nil when the snapshot is written whole).
-func (s *Snapshot) encode() ([]byte, map[string][]byte, Ref, error) {
+func (s *Snapshot) encode() ([]byte, map[string][]byte, *segState, Ref, error) {
 	if s.Version == 0 {
-		return nil, nil, Ref{}, errorf("encode", "", ErrInvalidSnapshot, "version 0 is the empty registry and is never written")
+		return nil, nil, nil, Ref{}, errorf("encode", "", ErrInvalidSnapshot, "version 0 is the empty registry and is never written")
 	}
 	if err := s.Validate(); err != nil {
-		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Msg: err.Error()}
+		return nil, nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Msg: err.Error()}
 	}
 	c := *s
 	c.normalize()
@@ -238,17 +240,17 @@ func (s *Snapshot) encode() ([]byte, map[string][]byte, Ref, error) {
 	}
 	b, err := json.Marshal(&c)
 	if err != nil {
-		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
+		return nil, nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
 	}
 	b = append(b, '\n')
 	if len(b) <= spillBytes || c.Format == formatUnchained {
-		return b, nil, refOf(s.Version, b), nil
+		return b, nil, nil, refOf(s.Version, b), nil
 	}
-	b, segs, err := c.encodeSegmented()
+	b, segs, st, err := c.encodeSegmented()
 	if err != nil {
-		return nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
+		return nil, nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
 	}
-	return b, segs, refOf(s.Version, b), nil
+	return b, segs, st, refOf(s.Version, b), nil
 }
 
 // decode parses a stored version strictly: unknown fields, trailing data, a

@@ -72,3 +72,12 @@ func BenchmarkRawUnixSocketRoundTrip(b *testing.B) {
 	b.Run("goroutines", adapterbench.RawRoundTripGoroutines)
 	b.Run("processes", adapterbench.RawRoundTripProcesses)
 }
+
+// BenchmarkCleanupReads is a cleanup's read pattern on one table: list
+// 1,000 manifests of 40 KB, read them all, stat them all
+// (adapterbench.CleanupReads).
+func BenchmarkCleanupReads(b *testing.B) {
+	root := benchRoot(b)
+	adapterbench.FillCleanup(b, adapterbench.InProcess(Adapter)(b, root))
+	adapterbench.Run(b, Adapter, root, adapterbench.CleanupReads)
+}

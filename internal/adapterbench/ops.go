@@ -123,3 +123,80 @@ func ClaimCycle(b *testing.B, d core.Driver, scope core.Scope) {
 		return h.Release(ctx)
 	})
 }
+
+// cleanupManifests and cleanupManifestSize are the shape of the store
+// CleanupReads reads: a table with 1,000 versions whose manifests are about
+// 40 KB each, what a Lance table with many fragments keeps.
+const (
+	cleanupManifests    = 1000
+	cleanupManifestSize = 40 << 10
+	cleanupPrefix       = "bench/cleanup/_versions/"
+)
+
+// FillCleanup puts the manifests CleanupReads reads, 16 at a time.
+func FillCleanup(b *testing.B, d core.Driver) {
+	b.Helper()
+	ctx := context.Background()
+	body := bytes.Repeat([]byte("m"), cleanupManifestSize)
+	errs := make(chan error, cleanupManifests)
+	sem := make(chan struct{}, 16)
+	for i := range cleanupManifests {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := d.Put(ctx, fmt.Sprintf("%s%04d.manifest", cleanupPrefix, i), bytes.NewReader(body), core.PutOptions{})
+			errs <- err
+		}()
+	}
+	for range cleanupManifests {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// CleanupReads is the read pattern of a cleanup planning one table on a
+// store FillCleanup filled: list the manifests (one page), read every one
+// of them, and stat every one again before deciding (the plan's check that
+// nothing changed under it). It goes through a core.Store, so a driver with
+// batch reads is read in batches (Store.GetMany, Store.StatMany) and one
+// without falls back to a request per key.
+func CleanupReads(b *testing.B, d core.Driver) {
+	s, err := core.NewStore(context.Background(), "bench", d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(cleanupManifests * cleanupManifestSize)
+	Loop(b, d, func(ctx context.Context) error {
+		page, err := s.ListPage(ctx, core.ListOptions{Prefix: cleanupPrefix, PageSize: cleanupManifests})
+		if err != nil {
+			return err
+		}
+		if len(page.Objects) != cleanupManifests {
+			return fmt.Errorf("listed %d manifests, want %d", len(page.Objects), cleanupManifests)
+		}
+		keys := make([]string, len(page.Objects))
+		for i, o := range page.Objects {
+			keys[i] = o.Key
+		}
+		got, err := s.GetMany(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, g := range got {
+			if g.Err != nil || len(g.Data) != cleanupManifestSize {
+				return fmt.Errorf("read %d bytes of %s: %v", len(g.Data), g.Key, g.Err)
+			}
+		}
+		stats, err := s.StatMany(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, st := range stats {
+			if st.Err != nil {
+				return st.Err
+			}
+		}
+		return nil
+	})
+}

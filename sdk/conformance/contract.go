@@ -45,6 +45,7 @@ var contractCases = []contractCase{
 	{"ReplaceIfVersion", testReplaceIfVersion},
 	{"DeleteIfVersion", testDeleteIfVersion},
 	{"DeleteMany", testDeleteMany},
+	{"BatchReads", testBatchReads},
 	{"ListOrder", testListOrder},
 	{"ListPaging", testListPaging},
 	{"ListLimit", testListLimit},

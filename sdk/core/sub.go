@@ -132,3 +132,60 @@ func (s *subDriver) ReleaseGate(ctx context.Context, l GateLease) error {
 
 // Close does not close the parent: a sub-store borrows it.
 func (s *subDriver) Close() error { return nil }
+
+// StatMany and GetMany pass a batch to d if it has batch reads, and answer
+// ErrUnsupported otherwise (the Store then reads key by key).
+func (s *subDriver) StatMany(ctx context.Context, keys []string) ([]StatResult, error) {
+	br, ok := s.d.(BatchReader)
+	if !ok {
+		return nil, Errorf("stat-many", "", ErrUnsupported, "the driver has no batch reads")
+	}
+	full, err := s.keys("stat", keys)
+	if err != nil {
+		return nil, err
+	}
+	res, err := br.StatMany(ctx, full)
+	if err != nil {
+		return nil, s.err(err)
+	}
+	for i := range res {
+		res[i].Key = strings.TrimPrefix(res[i].Key, s.p)
+		res[i].Info = s.info(res[i].Info)
+		res[i].Err = s.err(res[i].Err)
+	}
+	return res, nil
+}
+
+func (s *subDriver) GetMany(ctx context.Context, keys []string, maxBytes int64) ([]GetResult, error) {
+	br, ok := s.d.(BatchReader)
+	if !ok {
+		return nil, Errorf("get-many", "", ErrUnsupported, "the driver has no batch reads")
+	}
+	full, err := s.keys("get", keys)
+	if err != nil {
+		return nil, err
+	}
+	res, err := br.GetMany(ctx, full, maxBytes)
+	if err != nil {
+		return nil, s.err(err)
+	}
+	for i := range res {
+		res[i].Key = strings.TrimPrefix(res[i].Key, s.p)
+		res[i].Info = s.info(res[i].Info)
+		res[i].Err = s.err(res[i].Err)
+	}
+	return res, nil
+}
+
+// keys are the full keys of a batch; an invalid one fails it whole (the
+// Store never sends one).
+func (s *subDriver) keys(op string, keys []string) ([]string, error) {
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		var err error
+		if full[i], err = s.key(op, k); err != nil {
+			return nil, err
+		}
+	}
+	return full, nil
+}

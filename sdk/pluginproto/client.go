@@ -86,9 +86,15 @@ type Client struct {
 	// always declare read-only, even from a plugin that predates the field,
 	// so the portable Store refuses writes before they cross the wire.
 	readOnly bool
+	// batch: the plugin answers StatMany and GetMany (its OpenResponse
+	// said so).
+	batch bool
 }
 
-var _ core.Driver = (*Client)(nil)
+var (
+	_ core.Driver      = (*Client)(nil)
+	_ core.BatchReader = (*Client)(nil)
+)
 
 const defaultStartTimeout = 30 * time.Second
 
@@ -246,12 +252,16 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 
 	c := &Client{adapter: name, gp: gp, rpc: d.rpc, exited: d.exited, img: img, cmd: cmd,
 		callTimeout: callTimeout, idleTimeout: idleTimeout, gateTimeout: gateTimeout, readOnly: cfg.Location.ReadOnly}
-	if _, err := unary(ctx, c, "open", "", func(ctx context.Context) (*pb.OpenResponse, error) {
+	open, err := unary(ctx, c, "open", "", func(ctx context.Context) (*pb.OpenResponse, error) {
 		return c.rpc.Open(ctx, &pb.OpenRequest{Location: locationToPB(cfg.Location)})
-	}); err != nil {
+	})
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	// A plugin built before batch reads never sets the field: the host
+	// then never sends it a batch (batch.go).
+	c.batch = open.BatchReads
 	return c, nil
 }
 

@@ -39,6 +39,16 @@ func TestPluginKilledMidCall(t *testing.T) {
 			_, err := c.Stat(ctx, "block/x")
 			return err
 		},
+		"stat-many": func(ctx context.Context, c *Client, started chan<- struct{}) error {
+			close(started)
+			_, err := c.StatMany(ctx, []string{"a", "block/x"})
+			return err
+		},
+		"get-many": func(ctx context.Context, c *Client, started chan<- struct{}) error {
+			close(started)
+			_, err := c.GetMany(ctx, []string{"a", "block/x"}, 1<<20)
+			return err
+		},
 		"get-body": func(ctx context.Context, c *Client, started chan<- struct{}) error {
 			r, err := c.Get(ctx, "slowbody/x")
 			if err != nil {

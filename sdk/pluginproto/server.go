@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/pluginproto/internal/pb"
@@ -41,6 +43,8 @@ func Serve(a core.Adapter) {
 type serveConfig struct {
 	// versions are the protocol versions offered; default ProtocolVersion.
 	versions []int
+	// noBatch: see server.noBatch.
+	noBatch bool
 }
 
 // parentPoll is how often a plugin checks that its host is alive.
@@ -69,7 +73,7 @@ func serve(a core.Adapter, cfg serveConfig) {
 
 	go watchParent(logger, os.Getppid(), parentPoll)
 
-	srv := &server{adapter: a}
+	srv := &server{adapter: a, noBatch: cfg.noBatch}
 	versions := cfg.versions
 	if len(versions) == 0 {
 		versions = []int{ProtocolVersion}
@@ -114,6 +118,9 @@ func watchParent(logger hclog.Logger, ppid int, every time.Duration) {
 type server struct {
 	pb.UnimplementedStorageServer
 	adapter core.Adapter
+	// noBatch makes the plugin answer as one that predates batch reads, so
+	// a test can prove a host falls back to single calls.
+	noBatch bool
 
 	mu  sync.Mutex
 	drv core.Driver
@@ -180,7 +187,8 @@ func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnknown, "adapter %q opened no driver and gave no error", s.adapter.Name))
 	}
 	s.drv = d
-	return &pb.OpenResponse{Adapter: s.adapter.Name}, nil
+	_, batch := d.(core.BatchReader)
+	return &pb.OpenResponse{Adapter: s.adapter.Name, BatchReads: batch && !s.noBatch}, nil
 }
 
 func (s *server) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
@@ -496,4 +504,147 @@ func (s *server) ReleaseGate(ctx context.Context, req *pb.ReleaseGateRequest) (*
 		return nil, toStatus(op, req.Name, err)
 	}
 	return &pb.ReleaseGateResponse{}, nil
+}
+
+// batchDriver is the open driver's BatchReader, or the error status for a
+// host that calls a batch without the plugin having offered it.
+func (s *server) batchDriver(op string, keys int) (core.BatchReader, error) {
+	d, err := s.driver(op, "")
+	if err != nil {
+		return nil, err
+	}
+	if s.noBatch {
+		// What a plugin built before batch reads answers.
+		return nil, status.Errorf(codes.Unimplemented, "method %s not implemented", op)
+	}
+	br, ok := d.(core.BatchReader)
+	if !ok {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnsupported,
+			"adapter %q has no batch reads: the host must read key by key", s.adapter.Name))
+	}
+	if keys > core.MaxBatchKeys {
+		return nil, toStatus(op, "", core.Errorf(op, "", core.ErrInvalidArgument,
+			"%d keys in one batch, over the limit of %d", keys, core.MaxBatchKeys))
+	}
+	return br, nil
+}
+
+// validKeys splits keys into the valid ones, which reach the driver, and
+// the indexes of the others, which get their own invalid-argument result.
+func validKeys(op string, keys []string) (send []string, bad map[int]error) {
+	send = make([]string, 0, len(keys))
+	for i, k := range keys {
+		if err := core.ValidateKey(op, k); err != nil {
+			if bad == nil {
+				bad = map[int]error{}
+			}
+			bad[i] = err
+			continue
+		}
+		send = append(send, k)
+	}
+	return send, bad
+}
+
+func (s *server) StatMany(ctx context.Context, req *pb.StatManyRequest) (*pb.StatManyResponse, error) {
+	const op = "stat-many"
+	br, err := s.batchDriver(op, len(req.Keys))
+	if err != nil {
+		return nil, err
+	}
+	send, bad := validKeys("stat", req.Keys)
+	var res []core.StatResult
+	if len(send) > 0 {
+		if res, err = br.StatMany(ctx, send); err != nil {
+			return nil, toStatus(op, "", err)
+		}
+		if len(res) != len(send) {
+			return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(send)))
+		}
+	}
+	out := &pb.StatManyResponse{Results: make([]*pb.StatResult, len(req.Keys))}
+	j := 0
+	for i, k := range req.Keys {
+		if e, ok := bad[i]; ok {
+			d, _ := detailOf("stat", k, e)
+			out.Results[i] = &pb.StatResult{Key: k, Error: d}
+			continue
+		}
+		r := res[j]
+		j++
+		p := &pb.StatResult{Key: text(r.Key)}
+		if r.Err != nil {
+			p.Error, _ = detailOf("stat", r.Key, r.Err)
+		} else {
+			if err := s.checkInfo(op, k, r.Info); err != nil {
+				return nil, err
+			}
+			p.Info = infoToPB(r.Info)
+		}
+		out.Results[i] = p
+	}
+	return out, nil
+}
+
+func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer) error {
+	const op = "get-many"
+	br, err := s.batchDriver(op, len(req.Keys))
+	if err != nil {
+		return err
+	}
+	if req.MaxBytes < 0 || req.MaxBytes > core.MaxBatchBytes {
+		return toStatus(op, "", core.Errorf(op, "", core.ErrInvalidArgument,
+			"a batch of %d bytes, outside 0 to %d", req.MaxBytes, core.MaxBatchBytes))
+	}
+	send, bad := validKeys("get", req.Keys)
+	var res []core.GetResult
+	if len(send) > 0 {
+		if res, err = br.GetMany(stream.Context(), send, req.MaxBytes); err != nil {
+			return toStatus(op, "", err)
+		}
+		if len(res) < 1 || len(res) > len(send) {
+			return toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(send)))
+		}
+	}
+	// Whole results, packed until a message holds about a chunk of body.
+	msg := &pb.GetManyResponse{}
+	size := 0
+	j := 0
+	for i, k := range req.Keys {
+		var p *pb.GetResult
+		_, isBad := bad[i]
+		if !isBad && j == len(res) {
+			break // the driver answered a prefix: the host asks again
+		}
+		if e, ok := bad[i]; ok {
+			d, _ := detailOf("get", k, e)
+			p = &pb.GetResult{Key: k, Error: d}
+		} else {
+			r := res[j]
+			j++
+			p = &pb.GetResult{Key: text(r.Key)}
+			if r.Err != nil {
+				p.Error, _ = detailOf("get", r.Key, r.Err)
+			} else {
+				if err := s.checkInfo(op, k, r.Info); err != nil {
+					return err
+				}
+				p.Info, p.Data = infoToPB(r.Info), r.Data
+			}
+		}
+		msg.Results = append(msg.Results, p)
+		size += len(p.Data) + len(p.Key) + 64
+		if size >= chunkSize {
+			if err := stream.Send(msg); err != nil {
+				return err // the host went away or cancelled
+			}
+			msg, size = &pb.GetManyResponse{}, 0
+		}
+	}
+	if len(msg.Results) > 0 {
+		return stream.Send(msg)
+	}
+	return nil
 }

@@ -274,3 +274,13 @@ func (d *testDriver) ReleaseGate(ctx context.Context, l core.GateLease) error {
 	}
 	return core.Errorf("release-gate", l.Name, core.ErrInvalidArgument, "token %q does not hold the gate", l.Token)
 }
+
+// StatMany and GetMany answer key by key through Stat and Get, magic keys
+// included.
+func (d *testDriver) StatMany(ctx context.Context, keys []string) ([]core.StatResult, error) {
+	return core.StatEach(ctx, d, keys)
+}
+
+func (d *testDriver) GetMany(ctx context.Context, keys []string, maxBytes int64) ([]core.GetResult, error) {
+	return core.GetEach(ctx, d, keys, maxBytes)
+}

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sync/atomic"
 
@@ -14,8 +15,10 @@ import (
 // and tests assert on them.
 type Counting struct {
 	core.Driver
-	gets, stats, puts, deletes, batches, lists, gates atomic.Int64
+	gets, stats, puts, deletes, batches, lists, gates, batchReads atomic.Int64
 }
+
+var _ core.BatchReader = (*Counting)(nil)
 
 // NewCounting wraps d.
 func NewCounting(d core.Driver) *Counting { return &Counting{Driver: d} }
@@ -23,17 +26,21 @@ func NewCounting(d core.Driver) *Counting { return &Counting{Driver: d} }
 // Counts is a snapshot of the counters.
 type Counts struct {
 	Get, Stat, Put, Delete, DeleteMany, List, Gate int64
+	// BatchRead counts StatMany and GetMany calls that reached a driver
+	// with batch reads, one request each.
+	BatchRead int64
 }
 
 // Total is every request counted.
 func (c Counts) Total() int64 {
-	return c.Get + c.Stat + c.Put + c.Delete + c.DeleteMany + c.List + c.Gate
+	return c.Get + c.Stat + c.Put + c.Delete + c.DeleteMany + c.List + c.Gate + c.BatchRead
 }
 
 // Counts returns the counters so far.
 func (c *Counting) Counts() Counts {
 	return Counts{Get: c.gets.Load(), Stat: c.stats.Load(), Put: c.puts.Load(), Delete: c.deletes.Load(),
-		DeleteMany: c.batches.Load(), List: c.lists.Load(), Gate: c.gates.Load()}
+		DeleteMany: c.batches.Load(), List: c.lists.Load(), Gate: c.gates.Load(),
+		BatchRead: c.batchReads.Load()}
 }
 
 func (c *Counting) Get(ctx context.Context, key string) (*core.Reader, error) {
@@ -74,4 +81,35 @@ func (c *Counting) AcquireGate(ctx context.Context, name string) (core.GateLease
 func (c *Counting) ReleaseGate(ctx context.Context, l core.GateLease) error {
 	c.gates.Add(1)
 	return c.Driver.ReleaseGate(ctx, l)
+}
+
+// StatMany and GetMany pass a batch to a driver that has batch reads, and
+// answer ErrUnsupported for one that has none (the Store then reads key by
+// key, each key counted as its own request). A batch the driver refuses
+// as unsupported (a plugin client whose plugin has none, which answers
+// without a request) is not counted.
+func (c *Counting) StatMany(ctx context.Context, keys []string) ([]core.StatResult, error) {
+	br, ok := c.Driver.(core.BatchReader)
+	if !ok {
+		return nil, core.Errorf("stat-many", "", core.ErrUnsupported, "the driver has no batch reads")
+	}
+	res, err := br.StatMany(ctx, keys)
+	c.countBatch(err)
+	return res, err
+}
+
+func (c *Counting) GetMany(ctx context.Context, keys []string, maxBytes int64) ([]core.GetResult, error) {
+	br, ok := c.Driver.(core.BatchReader)
+	if !ok {
+		return nil, core.Errorf("get-many", "", core.ErrUnsupported, "the driver has no batch reads")
+	}
+	res, err := br.GetMany(ctx, keys, maxBytes)
+	c.countBatch(err)
+	return res, err
+}
+
+func (c *Counting) countBatch(err error) {
+	if !errors.Is(err, core.ErrUnsupported) {
+		c.batchReads.Add(1)
+	}
 }

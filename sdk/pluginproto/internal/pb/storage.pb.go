@@ -302,8 +302,12 @@ func (x *OpenRequest) GetLocation() *Location {
 }
 
 type OpenResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Adapter       string                 `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Adapter string                 `protobuf:"bytes,1,opt,name=adapter,proto3" json:"adapter,omitempty"`
+	// The open driver answers StatMany and GetMany. False from a plugin that
+	// predates them (or whose driver has no batch reads): the host then reads
+	// key by key.
+	BatchReads    bool `protobuf:"varint,2,opt,name=batch_reads,json=batchReads,proto3" json:"batch_reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +347,13 @@ func (x *OpenResponse) GetAdapter() string {
 		return x.Adapter
 	}
 	return ""
+}
+
+func (x *OpenResponse) GetBatchReads() bool {
+	if x != nil {
+		return x.BatchReads
+	}
+	return false
 }
 
 type CapabilitiesRequest struct {
@@ -1601,6 +1612,318 @@ func (*ReleaseGateResponse) Descriptor() ([]byte, []int) {
 	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
+type StatManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"` // at most core.MaxBatchKeys
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatManyRequest) Reset() {
+	*x = StatManyRequest{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatManyRequest) ProtoMessage() {}
+
+func (x *StatManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatManyRequest.ProtoReflect.Descriptor instead.
+func (*StatManyRequest) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StatManyRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type StatResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Info          *Info                  `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"` // absent on error
+	Error         *ErrorDetail           `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatResult) Reset() {
+	*x = StatResult{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatResult) ProtoMessage() {}
+
+func (x *StatResult) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatResult.ProtoReflect.Descriptor instead.
+func (*StatResult) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *StatResult) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *StatResult) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *StatResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type StatManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*StatResult          `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // one per key, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatManyResponse) Reset() {
+	*x = StatManyResponse{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatManyResponse) ProtoMessage() {}
+
+func (x *StatManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatManyResponse.ProtoReflect.Descriptor instead.
+func (*StatManyResponse) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *StatManyResponse) GetResults() []*StatResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type GetManyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`                          // at most core.MaxBatchKeys
+	MaxBytes      int64                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // the bodies' total, at most core.MaxBatchBytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManyRequest) Reset() {
+	*x = GetManyRequest{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManyRequest) ProtoMessage() {}
+
+func (x *GetManyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManyRequest.ProtoReflect.Descriptor instead.
+func (*GetManyRequest) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetManyRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *GetManyRequest) GetMaxBytes() int64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type GetResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Info          *Info                  `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"` // absent on error
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"` // the whole body, exactly info.size bytes
+	Error         *ErrorDetail           `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResult) Reset() {
+	*x = GetResult{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResult) ProtoMessage() {}
+
+func (x *GetResult) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResult.ProtoReflect.Descriptor instead.
+func (*GetResult) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetResult) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GetResult) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *GetResult) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GetResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type GetManyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*GetResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // the next results, in key order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManyResponse) Reset() {
+	*x = GetManyResponse{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManyResponse) ProtoMessage() {}
+
+func (x *GetManyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManyResponse.ProtoReflect.Descriptor instead.
+func (*GetManyResponse) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetManyResponse) GetResults() []*GetResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 var File_retain_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_retain_storage_v1_storage_proto_rawDesc = "" +
@@ -1627,9 +1950,11 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\fR\aversion\x125\n" +
 	"\bmod_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\amodTime\"F\n" +
 	"\vOpenRequest\x127\n" +
-	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"(\n" +
+	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"I\n" +
 	"\fOpenResponse\x12\x18\n" +
-	"\aadapter\x18\x01 \x01(\tR\aadapter\"\x15\n" +
+	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x1f\n" +
+	"\vbatch_reads\x18\x02 \x01(\bR\n" +
+	"batchReads\"\x15\n" +
 	"\x13CapabilitiesRequest\"d\n" +
 	"\n" +
 	"Capability\x12\x14\n" +
@@ -1712,7 +2037,26 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x12ReleaseGateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\fR\x05token\"\x15\n" +
-	"\x13ReleaseGateResponse2\xbb\x06\n" +
+	"\x13ReleaseGateResponse\"%\n" +
+	"\x0fStatManyRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\"\x81\x01\n" +
+	"\n" +
+	"StatResult\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
+	"\x04info\x18\x02 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x124\n" +
+	"\x05error\x18\x03 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"K\n" +
+	"\x10StatManyResponse\x127\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.retain.storage.v1.StatResultR\aresults\"A\n" +
+	"\x0eGetManyRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\"\x94\x01\n" +
+	"\tGetResult\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
+	"\x04info\x18\x02 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x124\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"I\n" +
+	"\x0fGetManyResponse\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults2\xe4\a\n" +
 	"\aStorage\x12G\n" +
 	"\x04Open\x12\x1e.retain.storage.v1.OpenRequest\x1a\x1f.retain.storage.v1.OpenResponse\x12_\n" +
 	"\fCapabilities\x12&.retain.storage.v1.CapabilitiesRequest\x1a'.retain.storage.v1.CapabilitiesResponse\x12F\n" +
@@ -1724,7 +2068,9 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"DeleteMany\x12$.retain.storage.v1.DeleteManyRequest\x1a%.retain.storage.v1.DeleteManyResponse\x12G\n" +
 	"\x04List\x12\x1e.retain.storage.v1.ListRequest\x1a\x1f.retain.storage.v1.ListResponse\x12\\\n" +
 	"\vAcquireGate\x12%.retain.storage.v1.AcquireGateRequest\x1a&.retain.storage.v1.AcquireGateResponse\x12\\\n" +
-	"\vReleaseGate\x12%.retain.storage.v1.ReleaseGateRequest\x1a&.retain.storage.v1.ReleaseGateResponseB:Z8github.com/retain-dev/retain/sdk/pluginproto/internal/pbb\x06proto3"
+	"\vReleaseGate\x12%.retain.storage.v1.ReleaseGateRequest\x1a&.retain.storage.v1.ReleaseGateResponse\x12S\n" +
+	"\bStatMany\x12\".retain.storage.v1.StatManyRequest\x1a#.retain.storage.v1.StatManyResponse\x12R\n" +
+	"\aGetMany\x12!.retain.storage.v1.GetManyRequest\x1a\".retain.storage.v1.GetManyResponse0\x01B:Z8github.com/retain-dev/retain/sdk/pluginproto/internal/pbb\x06proto3"
 
 var (
 	file_retain_storage_v1_storage_proto_rawDescOnce sync.Once
@@ -1738,7 +2084,7 @@ func file_retain_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_retain_storage_v1_storage_proto_rawDescData
 }
 
-var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*ErrorDetail)(nil),           // 0: retain.storage.v1.ErrorDetail
 	(*Location)(nil),              // 1: retain.storage.v1.Location
@@ -1768,12 +2114,18 @@ var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*AcquireGateResponse)(nil),   // 25: retain.storage.v1.AcquireGateResponse
 	(*ReleaseGateRequest)(nil),    // 26: retain.storage.v1.ReleaseGateRequest
 	(*ReleaseGateResponse)(nil),   // 27: retain.storage.v1.ReleaseGateResponse
-	nil,                           // 28: retain.storage.v1.Location.OptionsEntry
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(*StatManyRequest)(nil),       // 28: retain.storage.v1.StatManyRequest
+	(*StatResult)(nil),            // 29: retain.storage.v1.StatResult
+	(*StatManyResponse)(nil),      // 30: retain.storage.v1.StatManyResponse
+	(*GetManyRequest)(nil),        // 31: retain.storage.v1.GetManyRequest
+	(*GetResult)(nil),             // 32: retain.storage.v1.GetResult
+	(*GetManyResponse)(nil),       // 33: retain.storage.v1.GetManyResponse
+	nil,                           // 34: retain.storage.v1.Location.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_retain_storage_v1_storage_proto_depIdxs = []int32{
-	28, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
-	29, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
+	34, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
+	35, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: retain.storage.v1.OpenRequest.location:type_name -> retain.storage.v1.Location
 	6,  // 3: retain.storage.v1.CapabilitiesResponse.create_if_absent:type_name -> retain.storage.v1.Capability
 	6,  // 4: retain.storage.v1.CapabilitiesResponse.replace_if_version:type_name -> retain.storage.v1.Capability
@@ -1787,31 +2139,41 @@ var file_retain_storage_v1_storage_proto_depIdxs = []int32{
 	0,  // 12: retain.storage.v1.DeleteResult.error:type_name -> retain.storage.v1.ErrorDetail
 	20, // 13: retain.storage.v1.DeleteManyResponse.results:type_name -> retain.storage.v1.DeleteResult
 	2,  // 14: retain.storage.v1.ListResponse.objects:type_name -> retain.storage.v1.Info
-	3,  // 15: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
-	5,  // 16: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
-	10, // 17: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
-	12, // 18: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
-	15, // 19: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
-	17, // 20: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
-	19, // 21: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
-	22, // 22: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
-	24, // 23: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
-	26, // 24: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
-	4,  // 25: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
-	9,  // 26: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
-	11, // 27: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
-	13, // 28: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
-	16, // 29: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
-	18, // 30: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
-	21, // 31: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
-	23, // 32: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
-	25, // 33: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
-	27, // 34: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	2,  // 15: retain.storage.v1.StatResult.info:type_name -> retain.storage.v1.Info
+	0,  // 16: retain.storage.v1.StatResult.error:type_name -> retain.storage.v1.ErrorDetail
+	29, // 17: retain.storage.v1.StatManyResponse.results:type_name -> retain.storage.v1.StatResult
+	2,  // 18: retain.storage.v1.GetResult.info:type_name -> retain.storage.v1.Info
+	0,  // 19: retain.storage.v1.GetResult.error:type_name -> retain.storage.v1.ErrorDetail
+	32, // 20: retain.storage.v1.GetManyResponse.results:type_name -> retain.storage.v1.GetResult
+	3,  // 21: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
+	5,  // 22: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
+	10, // 23: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
+	12, // 24: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
+	15, // 25: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
+	17, // 26: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
+	19, // 27: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
+	22, // 28: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
+	24, // 29: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
+	26, // 30: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
+	28, // 31: retain.storage.v1.Storage.StatMany:input_type -> retain.storage.v1.StatManyRequest
+	31, // 32: retain.storage.v1.Storage.GetMany:input_type -> retain.storage.v1.GetManyRequest
+	4,  // 33: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
+	9,  // 34: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
+	11, // 35: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
+	13, // 36: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
+	16, // 37: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
+	18, // 38: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
+	21, // 39: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
+	23, // 40: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
+	25, // 41: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
+	27, // 42: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
+	30, // 43: retain.storage.v1.Storage.StatMany:output_type -> retain.storage.v1.StatManyResponse
+	33, // 44: retain.storage.v1.Storage.GetMany:output_type -> retain.storage.v1.GetManyResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_retain_storage_v1_storage_proto_init() }
@@ -1826,7 +2188,7 @@ func file_retain_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_retain_storage_v1_storage_proto_rawDesc), len(file_retain_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

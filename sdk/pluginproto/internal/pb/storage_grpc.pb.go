@@ -37,6 +37,8 @@ const (
 	Storage_List_FullMethodName         = "/retain.storage.v1.Storage/List"
 	Storage_AcquireGate_FullMethodName  = "/retain.storage.v1.Storage/AcquireGate"
 	Storage_ReleaseGate_FullMethodName  = "/retain.storage.v1.Storage/ReleaseGate"
+	Storage_StatMany_FullMethodName     = "/retain.storage.v1.Storage/StatMany"
+	Storage_GetMany_FullMethodName      = "/retain.storage.v1.Storage/GetMany"
 )
 
 // StorageClient is the client API for Storage service.
@@ -63,6 +65,14 @@ type StorageClient interface {
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	AcquireGate(ctx context.Context, in *AcquireGateRequest, opts ...grpc.CallOption) (*AcquireGateResponse, error)
 	ReleaseGate(ctx context.Context, in *ReleaseGateRequest, opts ...grpc.CallOption) (*ReleaseGateResponse, error)
+	// StatMany and GetMany answer many keys in one call (core.BatchReader),
+	// one crossing where single calls make one per key. Called only on a
+	// plugin whose OpenResponse says batch_reads: a host never sends them to
+	// a plugin that predates them.
+	StatMany(ctx context.Context, in *StatManyRequest, opts ...grpc.CallOption) (*StatManyResponse, error)
+	// GetMany streams whole results in key order, several to a message; the
+	// stream ends normally only after one result for every key.
+	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetManyResponse], error)
 }
 
 type storageClient struct {
@@ -185,6 +195,35 @@ func (c *storageClient) ReleaseGate(ctx context.Context, in *ReleaseGateRequest,
 	return out, nil
 }
 
+func (c *storageClient) StatMany(ctx context.Context, in *StatManyRequest, opts ...grpc.CallOption) (*StatManyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatManyResponse)
+	err := c.cc.Invoke(ctx, Storage_StatMany_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storageClient) GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetManyResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Storage_ServiceDesc.Streams[2], Storage_GetMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[GetManyRequest, GetManyResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Storage_GetManyClient = grpc.ServerStreamingClient[GetManyResponse]
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -209,6 +248,14 @@ type StorageServer interface {
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	AcquireGate(context.Context, *AcquireGateRequest) (*AcquireGateResponse, error)
 	ReleaseGate(context.Context, *ReleaseGateRequest) (*ReleaseGateResponse, error)
+	// StatMany and GetMany answer many keys in one call (core.BatchReader),
+	// one crossing where single calls make one per key. Called only on a
+	// plugin whose OpenResponse says batch_reads: a host never sends them to
+	// a plugin that predates them.
+	StatMany(context.Context, *StatManyRequest) (*StatManyResponse, error)
+	// GetMany streams whole results in key order, several to a message; the
+	// stream ends normally only after one result for every key.
+	GetMany(*GetManyRequest, grpc.ServerStreamingServer[GetManyResponse]) error
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -248,6 +295,12 @@ func (UnimplementedStorageServer) AcquireGate(context.Context, *AcquireGateReque
 }
 func (UnimplementedStorageServer) ReleaseGate(context.Context, *ReleaseGateRequest) (*ReleaseGateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReleaseGate not implemented")
+}
+func (UnimplementedStorageServer) StatMany(context.Context, *StatManyRequest) (*StatManyResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method StatMany not implemented")
+}
+func (UnimplementedStorageServer) GetMany(*GetManyRequest, grpc.ServerStreamingServer[GetManyResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method GetMany not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -432,6 +485,35 @@ func _Storage_ReleaseGate_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Storage_StatMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatManyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StorageServer).StatMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Storage_StatMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StorageServer).StatMany(ctx, req.(*StatManyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Storage_GetMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetManyRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(StorageServer).GetMany(m, &grpc.GenericServerStream[GetManyRequest, GetManyResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Storage_GetManyServer = grpc.ServerStreamingServer[GetManyResponse]
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -471,6 +553,10 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ReleaseGate",
 			Handler:    _Storage_ReleaseGate_Handler,
 		},
+		{
+			MethodName: "StatMany",
+			Handler:    _Storage_StatMany_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -482,6 +568,11 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Put",
 			Handler:       _Storage_Put_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "GetMany",
+			Handler:       _Storage_GetMany_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "retain/storage/v1/storage.proto",

@@ -1,0 +1,22 @@
+package localfs
+
+import (
+	"context"
+
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// localfs answers batches key by key: on a local disk a batch costs what its
+// keys cost, and through the plugin it is one boundary crossing instead of
+// one per key (docs/performance.md).
+var _ core.BatchReader = (*Driver)(nil)
+
+// StatMany stats keys in order (core.StatEach).
+func (d *Driver) StatMany(ctx context.Context, keys []string) ([]core.StatResult, error) {
+	return core.StatEach(ctx, d, keys)
+}
+
+// GetMany reads keys in order within maxBytes (core.GetEach).
+func (d *Driver) GetMany(ctx context.Context, keys []string, maxBytes int64) ([]core.GetResult, error) {
+	return core.GetEach(ctx, d, keys, maxBytes)
+}

@@ -144,6 +144,12 @@ type RegistryCleanup struct {
 	State   TableState `json:"state"`
 	Deleted int        `json:"deleted"`
 	Error   string     `json:"error,omitempty"`
+	// SegmentsDeleted counts the registry segments (format 3) only the
+	// removed versions referenced, deleted after them; SegmentsError says
+	// why some were left (garbage, never needed: a later run does not find
+	// them again, which only costs space).
+	SegmentsDeleted int    `json:"segments_deleted,omitempty"`
+	SegmentsError   string `json:"segments_error,omitempty"`
 }
 
 func (j *Journal) finished() bool {

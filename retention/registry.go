@@ -158,6 +158,10 @@ func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *Registry
 		rc.State, rc.Error = TableFailed, "nothing deleted: "+err.Error()
 		return
 	}
+	// The segments only these versions reference are found before the
+	// versions go (it reads them) and deleted after (a version never names
+	// a segment that is not there).
+	garbage, gerr := segmentGarbage(ctx, s, reg, keys)
 	res, err := s.DeleteMany(ctx, keys)
 	rc.State, rc.Error, rc.Deleted = TableDone, "", 0
 	if err != nil {
@@ -172,11 +176,75 @@ func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *Registry
 			rc.Deleted++
 		}
 	}
-	line.Event, line.VersionsRemoved, line.FilesRemoved = AuditRemoved, rc.Deleted, rc.Deleted
+	deleted := map[registry.Version]bool{}
+	for _, r := range res {
+		if r.Err == nil && err == nil {
+			v, _ := registry.ParseVersionKey(r.Key)
+			deleted[v] = true
+		}
+	}
+	rc.SegmentsDeleted, rc.SegmentsError = deleteSegments(ctx, s, garbage, gerr, deleted)
+	line.Event, line.VersionsRemoved, line.FilesRemoved = AuditRemoved, rc.Deleted, rc.Deleted+rc.SegmentsDeleted
 	if rc.State == TableFailed {
 		line.Event, line.Error = AuditRemoveFailed, rc.Error
 	}
 	if err := au.write(ctx, line); err != nil && rc.State != TableFailed {
 		rc.Error = "the audit line of the outcome was not written: " + err.Error()
 	}
+}
+
+// segmentGarbage lists the stored registry versions and asks the registry
+// which segments only the versions at keys reference.
+func segmentGarbage(ctx context.Context, s *core.Store, reg *registry.Registry, keys []string) (map[string][]registry.Version, error) {
+	objs, err := s.List(ctx, registry.VersionsPrefix, 0)
+	if err != nil {
+		return nil, err
+	}
+	var stored, gone []registry.Version
+	for _, o := range objs {
+		if v, ok := registry.ParseVersionKey(o.Key); ok {
+			stored = append(stored, v)
+		}
+	}
+	for _, k := range keys {
+		v, _ := registry.ParseVersionKey(k)
+		gone = append(gone, v)
+	}
+	return reg.SegmentGarbage(ctx, stored, gone)
+}
+
+// deleteSegments deletes the garbage segments whose versions were all
+// deleted, and says how many went and why any did not.
+func deleteSegments(ctx context.Context, s *core.Store, garbage map[string][]registry.Version, gerr error, deleted map[registry.Version]bool) (int, string) {
+	if gerr != nil {
+		return 0, "finding the segments only removed versions reference: " + gerr.Error()
+	}
+	var keys []string
+	for k, vs := range garbage {
+		all := true
+		for _, v := range vs {
+			all = all && deleted[v]
+		}
+		if all {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return 0, ""
+	}
+	sort.Strings(keys)
+	res, err := s.DeleteMany(ctx, keys)
+	n := 0
+	msg := ""
+	for _, r := range res {
+		if r.Err == nil && err == nil {
+			n++
+		} else if msg == "" && r.Err != nil {
+			msg = fmt.Sprintf("deleting %s: %v", r.Key, r.Err)
+		}
+	}
+	if err != nil {
+		msg = "deleting registry segments: " + err.Error()
+	}
+	return n, msg
 }

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
+	"strconv"
 
 	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/sdk/core"
@@ -57,8 +59,23 @@ const (
 )
 
 // spillBytes is the size above which a snapshot is written as segments. A
-// variable so the package's tests can spill small snapshots.
+// variable so the package's tests can spill small snapshots; other
+// packages' tests (and anyone diagnosing the format) set
+// RETAIN_REGISTRY_SPILL_BYTES instead.
 var spillBytes = 32 << 10
+
+// SpillEnv overrides spillBytes for the process: a number of bytes (0
+// writes every snapshot as segments).
+const SpillEnv = "RETAIN_REGISTRY_SPILL_BYTES"
+
+func spillThreshold() int {
+	if v, ok := os.LookupEnv(SpillEnv); ok {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			return n
+		}
+	}
+	return spillBytes
+}
 
 // SegmentKey is the key of the segment whose bytes have SHA-256 hex sum.
 func SegmentKey(sum string) string { return SegmentsPrefix + sum + ".json" }

@@ -243,7 +243,7 @@ func (s *Snapshot) encode() ([]byte, map[string][]byte, *segState, Ref, error) {
 		return nil, nil, nil, Ref{}, &Error{Op: "encode", Err: ErrInvalidSnapshot, Cause: err}
 	}
 	b = append(b, '\n')
-	if len(b) <= spillBytes || c.Format == formatUnchained {
+	if len(b) <= spillThreshold() || c.Format == formatUnchained {
 		return b, nil, nil, refOf(s.Version, b), nil
 	}
 	b, segs, st, err := c.encodeSegmented()

@@ -1,0 +1,73 @@
+package retention
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// segmentFiles lists the registry's segments on disk.
+func segmentFiles(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	ents, err := os.ReadDir(filepath.Join(dir, registry.SegmentsPrefix))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		out[registry.SegmentsPrefix+e.Name()] = true
+	}
+	return out
+}
+
+// TestRunCleansRegistrySegments: with every snapshot written as segments
+// (format 3), the run that removes registry versions 2 and 3 also deletes
+// the segments only they referenced, and nothing a remaining version
+// needs: versions 1 and 4 still read whole and the live checkpoint shows
+// healthy, deep.
+func TestRunCleansRegistrySegments(t *testing.T) {
+	t.Setenv(registry.SpillEnv, "0")
+	dir, id := setup(t)
+	s := open(t, dir, false)
+	if _, err := checkpoint.Create(bg, s, "tmp", ""); err != nil { // registry v2
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Delete(bg, s, "tmp"); err != nil { // v3
+		t.Fatal(err)
+	}
+	before := segmentFiles(t, dir)
+	rep, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Registry.Deleted != 2 || rep.Registry.SegmentsDeleted == 0 || rep.Registry.SegmentsError != "" {
+		t.Fatalf("registry cleanup: %+v", rep.Registry)
+	}
+	after := segmentFiles(t, dir)
+	gone := 0
+	for k := range before {
+		if !after[k] {
+			gone++
+		}
+	}
+	if gone != rep.Registry.SegmentsDeleted {
+		t.Errorf("%d segments left the store, the run reports %d", gone, rep.Registry.SegmentsDeleted)
+	}
+	reg := registry.Open(s, registry.Options{Scope: core.ScopeHost})
+	for _, v := range []registry.Version{1, 4} {
+		if _, err := reg.Read(bg, v); err != nil {
+			t.Fatalf("registry v%d after the cleanup: %v", v, err)
+		}
+	}
+	if n, unreadable, breaks, err := reg.VerifyChain(bg); err != nil || n != 2 || len(unreadable) != 0 || len(breaks) != 0 {
+		t.Fatalf("verify after the cleanup: %d read, unreadable %v, breaks %v, %v", n, unreadable, breaks, err)
+	}
+	in, err := checkpoint.Show(bg, s, id, true)
+	if err != nil || in.Health != "ok" || len(in.Deep.Missing) != 0 {
+		t.Fatalf("nightly after cleanup: %+v, %v", in, err)
+	}
+}

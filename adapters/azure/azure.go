@@ -133,7 +133,8 @@ var _ core.Driver = (*Driver)(nil)
 // openOptions are test hooks.
 type openOptions struct {
 	transport policy.Transporter // replaces the HTTP client
-	retry     *policy.RetryOptions
+	// retry: its non-zero fields replace the adapter's retry settings.
+	retry *policy.RetryOptions
 }
 
 // Open connects to the container named by loc.Bucket. Credentials come from
@@ -198,9 +199,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	if o.transport != nil {
 		copts.Transport = o.transport
 	}
-	if o.retry != nil {
-		copts.Retry = *o.retry
-	}
+	copts.Retry = withTestRetry(retryOptions(), o.retry)
 	svc, credDesc, err := newServiceClient(loc.Options, copts)
 	if err != nil {
 		return nil, &core.Error{Op: op, Key: where, Kind: core.KindOf(err), Msg: err.Error()}

@@ -166,7 +166,9 @@ func (d *Driver) classify(err error, se *ServiceError) (core.Kind, string) {
 		return core.ErrPermissionDenied, "the credentials may not do this operation on the container"
 	case hasCode(err, bloberror.RequestBodyTooLarge):
 		return core.ErrLimitExceeded, fmt.Sprintf("the endpoint refused the body as too large (this adapter allows %d bytes)", int64(MaxObjectSize))
-	case hasCode(err, bloberror.ServerBusy, bloberror.OperationTimedOut, bloberror.InternalError):
+	case throttled(err, se):
+		return core.ErrTransient, d.throttleMsg(se)
+	case hasCode(err, bloberror.OperationTimedOut, bloberror.InternalError):
 		return core.ErrTransient, ""
 	}
 	switch s := se.Status; {

@@ -180,14 +180,24 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	status := statusOf(err)
 	switch {
 	case opts.Mode == core.PutCreateIfAbsent && (hasCode(err, bloberror.BlobAlreadyExists) || status == 409 || status == 412):
-		if maybe {
-			if info, ours := d.ours(ctx, key, name, wid); ours {
-				return info, nil
-			}
+		if !maybe {
+			// No earlier try can have written (one try, or retries only
+			// after throttling): the blob existed.
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Msg: "the blob exists", Err: cause(err)}
 		}
-		// Also when an earlier try may have written and been replaced
-		// since: the blob is not ours now, the caller lost the key.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Msg: "the blob exists", Err: cause(err)}
+		info, ours, perr := d.ours(ctx, key, name, wid)
+		switch {
+		case ours:
+			return info, nil
+		case perr != nil && !hasCode(perr, bloberror.BlobNotFound):
+			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+				Msg: "outcome unknown: a try whose answer was lost may have created the blob, and reading it back failed", Err: cause(perr)}
+		}
+		// An earlier try may have created it before another writer
+		// replaced or deleted it: "exists" could make the caller give up
+		// a key that was its own.
+		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+			Msg: "outcome unknown: a try whose answer was lost may have created the blob before another writer replaced or deleted it; re-read it", Err: cause(err)}
 	case opts.Mode == core.PutReplaceIfVersion && !isLeaseErr(err) && (status == 412 || hasCode(err, bloberror.BlobNotFound)):
 		// Azurite answers 412 for If-Match on a missing blob, and a retry
 		// may meet its own earlier write: one look settles both.
@@ -227,13 +237,14 @@ func (d *Driver) noSuchVersion(ctx context.Context, op, key, name, what string) 
 	return d.mapErr(op, key, err)
 }
 
-// ours reports whether the blob now holds the write stamped wid, and its info.
-func (d *Driver) ours(ctx context.Context, key, name, wid string) (core.Info, bool) {
+// ours reports whether the blob now holds the write stamped wid, and its
+// info; err is the read's failure.
+func (d *Driver) ours(ctx context.Context, key, name, wid string) (core.Info, bool, error) {
 	p, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
 	if err != nil || writeIDOf(p.Metadata) != wid {
-		return core.Info{}, false
+		return core.Info{}, false, err
 	}
-	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, true
+	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, true, nil
 }
 
 // writeIDOf finds the write id; metadata names come back case-folded.

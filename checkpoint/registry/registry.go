@@ -366,6 +366,24 @@ func (r *Registry) Read(ctx context.Context, v Version) (*Snapshot, error) {
 	return s, nil
 }
 
+// ReadRef returns the Ref of stored version v: one get of its version
+// object, checked as far as the object alone allows (a whole snapshot
+// decoded, a segmented one's version object parsed), without reading any
+// segment. For callers that need a version's identity, not its content:
+// a checkpoint's registry pin, once per live checkpoint. A missing version
+// is core.ErrNotFound.
+func (r *Registry) ReadRef(ctx context.Context, v Version) (Ref, error) {
+	key := VersionKey(v)
+	body, err := r.readObject(ctx, key)
+	if err != nil {
+		return Ref{}, err
+	}
+	if _, _, err := link(key, body, v); err != nil {
+		return Ref{}, err
+	}
+	return refOf(v, body), nil
+}
+
 // decodeAny decodes a stored version of any format this build reads,
 // reading a segmented one's segments.
 func (r *Registry) decodeAny(ctx context.Context, key string, body []byte, want Version) (*Snapshot, error) {

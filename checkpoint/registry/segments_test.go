@@ -22,6 +22,20 @@ type putMeter struct {
 	mu    sync.Mutex
 	bytes int64
 	keys  []string
+	gets  int
+}
+
+func (m *putMeter) Get(ctx context.Context, key string) (*core.Reader, error) {
+	m.mu.Lock()
+	m.gets++
+	m.mu.Unlock()
+	return m.Driver.Get(ctx, key)
+}
+
+func (m *putMeter) getCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gets
 }
 
 func (m *putMeter) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
@@ -382,4 +396,31 @@ func TestDamagedSegmentIsCorruptNotMissing(t *testing.T) {
 		putRaw(t, d, VersionKey(1), nv)
 		check(t, s, SegmentKey(sumOf(nb)))
 	})
+}
+
+// ReadRef gives a version's Ref from its version object alone: one get,
+// whatever the version holds, and the same Ref a whole read gives.
+func TestReadRefReadsTheVersionObjectOnly(t *testing.T) {
+	withSpill(t, 0)
+	s, m, _ := meteredStore(t)
+	reg := Open(s, Options{Scope: core.ScopeHost})
+	draft := newDraft(t)
+	for i := 0; i < 5; i++ {
+		reserveT(t, draft, fmt.Sprintf("team/%d", i))
+	}
+	ref, err := reg.Commit(bg, 0, draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.getCount()
+	got, err := Open(s, Options{}).ReadRef(bg, 1)
+	if err != nil || got != ref {
+		t.Fatalf("ReadRef: %v, %v; want %v", got, err, ref)
+	}
+	if n := m.getCount() - before; n != 1 {
+		t.Errorf("ReadRef made %d requests, want 1", n)
+	}
+	if _, err := Open(s, Options{}).ReadRef(bg, 2); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("ReadRef of a missing version: %v, want ErrNotFound", err)
+	}
 }

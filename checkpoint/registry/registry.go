@@ -140,11 +140,13 @@ type Options struct {
 
 // Registry reads and commits registry versions of one store. It keeps no
 // state but the highest version it has seen (to refuse a commit on a head
-// that does not exist), and is safe for concurrent use.
+// that does not exist) and the immutable segments it has read or written,
+// and is safe for concurrent use.
 type Registry struct {
 	store *core.Store
 	scope core.Scope
 	seen  atomic.Uint64
+	segs  segmentCache
 }
 
 // Open returns the registry of store s. It reads nothing.

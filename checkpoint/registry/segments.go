@@ -13,6 +13,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/sdk/core"
@@ -458,10 +459,47 @@ func stateOf(version Version, key string, since Version, setSince func(Version),
 	return segPrev{since: since, sum0: sumOf(b0), key: key}, nil
 }
 
-// readSegment reads one segment, checks its size and digest, and parses it
-// strictly into v.
+// segmentCache keeps segment bodies a Registry has read or written, by
+// key, up to a byte budget. Segments are named by the digest of their
+// bytes and never rewritten, so a cached body is the stored one: the
+// second Head of a command (create reads it, then reads it again under the
+// claim) costs the version object and what changed, not every segment.
+type segmentCache struct {
+	mu     sync.Mutex
+	bodies map[string][]byte
+	bytes  int
+}
+
+// segmentCacheBytes bounds one Registry's cache.
+const segmentCacheBytes = 64 << 20
+
+func (c *segmentCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.bodies[key]
+	return b, ok
+}
+
+func (c *segmentCache) put(key string, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.bodies[key]; ok || c.bytes+len(body) > segmentCacheBytes {
+		return
+	}
+	if c.bodies == nil {
+		c.bodies = map[string][]byte{}
+	}
+	c.bodies[key] = body
+	c.bytes += len(body)
+}
+
+// readSegment reads one segment (from the cache when this Registry has
+// it), checks its size and digest, and parses it strictly into v.
 func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef, v any) error {
 	key := SegmentKey(ref.SHA256)
+	if body, ok := r.segs.get(key); ok && int64(len(body)) == ref.Size {
+		return strictDecode(body, v)
+	}
 	body, err := r.readObject(ctx, key)
 	if errors.Is(err, core.ErrNotFound) {
 		return badSegment(key, nil, version, "referenced, and missing")
@@ -475,6 +513,7 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 	if err := strictDecode(body, v); err != nil {
 		return badSegment(key, err, version, "does not parse")
 	}
+	r.segs.put(key, body)
 	return nil
 }
 
@@ -493,7 +532,10 @@ func (r *Registry) writeSegments(ctx context.Context, segs map[string][]byte, ba
 	return fanout.Each(ctx, r.store.Parallelism(), len(keys), func(ctx context.Context, i int) error {
 		_, err := r.store.PutBytes(ctx, keys[i], segs[keys[i]], core.PutOptions{Mode: core.PutCreateIfAbsent})
 		if errors.Is(err, core.ErrAlreadyExists) {
-			return nil
+			return nil // not cached: what is stored is read and checked
+		}
+		if err == nil {
+			r.segs.put(keys[i], segs[keys[i]])
 		}
 		if err != nil {
 			return fmt.Errorf("writing registry segment %s (nothing committed yet; retry the command): %w", keys[i], err)

@@ -424,3 +424,45 @@ func TestReadRefReadsTheVersionObjectOnly(t *testing.T) {
 		t.Errorf("ReadRef of a missing version: %v, want ErrNotFound", err)
 	}
 }
+
+// One Registry reads each segment once: a second Head (as create makes
+// under the claim) costs what Head costs on a whole snapshot, the version
+// object and the head record, and after a commit through the same handle
+// the next Head reads only the new version object.
+func TestSecondHeadReadsOnlyWhatChanged(t *testing.T) {
+	withSpill(t, 0)
+	s, m, _ := meteredStore(t)
+	draft := newDraft(t)
+	for i := 0; i < 8; i++ {
+		reserveT(t, draft, fmt.Sprintf("team/%d", i))
+	}
+	if _, err := Open(s, Options{Scope: core.ScopeHost}).Commit(bg, 0, draft); err != nil {
+		t.Fatal(err)
+	}
+	reg := Open(s, Options{Scope: core.ScopeHost})
+	g0 := m.getCount()
+	v, snap, err := reg.Head(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := m.getCount() - g0
+	if _, _, err := reg.Head(bg); err != nil {
+		t.Fatal(err)
+	}
+	second := m.getCount() - g0 - first
+	if first <= 2 || second != 2 {
+		t.Errorf("Head read %d objects, then %d; want every segment, then 2 (version and record)", first, second)
+	}
+	next := snap.Next()
+	reserveT(t, next, "team/new")
+	if _, err := reg.Commit(bg, v, next); err != nil {
+		t.Fatal(err)
+	}
+	g1 := m.getCount()
+	if _, got, err := reg.Head(bg); err != nil || len(got.Live()) != 9 {
+		t.Fatalf("head after the commit: %v", err)
+	}
+	if n := m.getCount() - g1; n != 2 {
+		t.Errorf("Head after a commit through the same handle read %d objects, want 2", n)
+	}
+}

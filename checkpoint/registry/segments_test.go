@@ -107,7 +107,7 @@ func fleetDraft(t testing.TB, tables, live int) *Snapshot {
 
 // createBytes commits a registry of live checkpoints over 30 tables and
 // returns the bytes that creating one more, then deleting one, writes.
-func createBytes(t *testing.T, live int) (create, del int64, createKeys []string) {
+func createBytes(t testing.TB, live int) (create, del int64, createKeys []string) {
 	t.Helper()
 	s, m, _ := meteredStore(t)
 	reg := Open(s, Options{Scope: core.ScopeHost})
@@ -464,5 +464,25 @@ func TestSecondHeadReadsOnlyWhatChanged(t *testing.T) {
 	}
 	if n := m.getCount() - g1; n != 2 {
 		t.Errorf("Head after a commit through the same handle read %d objects, want 2", n)
+	}
+}
+
+// BenchmarkCommitBytes reports the registry bytes and objects one
+// checkpoint create and one delete write, by live checkpoints (30 tables):
+//
+//	go test -run '^$' -bench CommitBytes -benchtime 1x ./checkpoint/registry/
+func BenchmarkCommitBytes(b *testing.B) {
+	for _, live := range []int{1, 10, 100, 1000} {
+		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
+			var c, d, objs int64
+			for b.Loop() {
+				cb, db, keys := createBytes(b, live)
+				c, d, objs = c+cb, d+db, objs+int64(len(keys))
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(c)/n, "create-bytes/op")
+			b.ReportMetric(float64(d)/n, "delete-bytes/op")
+			b.ReportMetric(float64(objs)/n, "create-objects/op")
+		})
 	}
 }

@@ -224,6 +224,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 			"bodies up to 8 MiB are buffered in memory, larger ones in an unlinked temp file, because one Put Blob needs a seekable body; the limit is 5000 MiB per object",
 			"keys whose blob name has a segment ending in '.' are refused: Azure trims trailing dots from URL path segments",
 			"StartAfter has no wire equivalent: a page that follows one this process returned resumes from the cached continuation marker, any other lists from the start of the prefix and skips",
+			fmt.Sprintf("retries: azcore's policy (408, 429, 500, 502, 503 ServerBusy, 504, broken connections; Retry-After honoured), at most %d tries per call with exponential back-off from 0.8 s, at most 30 s a wait; throttling past them is transient: lower --max-rps or --parallelism", retryMaxRetries+1),
 		},
 	}
 	if !isAzurePublicEndpoint(svc.URL()) {

@@ -151,7 +151,7 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 		return core.Info{}, d.mapErr(op, key, err)
 	}
 	writeID := randHex()
-	var at attemptRecord
+	at := attemptRecord{resumable: chunk >= maxChunk}
 	obj := d.bucket.Object(name).Retryer(at.option())
 	if conds != nil {
 		obj = obj.If(*conds)

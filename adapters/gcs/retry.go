@@ -49,14 +49,18 @@ func (d *Driver) configureRetry(h testHooks) {
 // retryMaxAttempts attempts and records whether a failed attempt may have
 // been applied.
 type attemptRecord struct {
-	retries atomic.Int32
-	maybe   atomic.Bool
+	// resumable: a chunked upload, whose retries the API library bounds
+	// per chunk (ChunkRetryDeadline, 32 s); a count over all its chunks
+	// would fail a long upload for errors spread over many minutes.
+	resumable bool
+	retries   atomic.Int32
+	maybe     atomic.Bool
 }
 
 // option is the call's retry predicate: the client's own, bounded.
 func (a *attemptRecord) option() storage.RetryOption {
 	return storage.WithErrorFunc(func(err error) bool {
-		if !storage.ShouldRetry(err) || a.retries.Add(1) >= retryMaxAttempts {
+		if !storage.ShouldRetry(err) || (a.retries.Add(1) >= retryMaxAttempts && !a.resumable) {
 			return false
 		}
 		if !refusal(err) {

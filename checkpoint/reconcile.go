@@ -85,7 +85,21 @@ type Report struct {
 	Repaired        []PinEvent       `json:"repaired"`
 	Reclaimed       []PinEvent       `json:"reclaimed"`
 	Conflicts       []Conflict       `json:"conflicts"`
+	// verified: the pinned commits (commitKey) this reconcile read and
+	// found to be the commits their rows name.
+	verified map[string]bool
 }
+
+// CommitVerified reports whether this reconcile read row's pinned version
+// and found it the commit the row names, at registry version
+// RegistryVersion, with nothing in conflict on it. A caller still holding
+// the claim the reconcile ran under may take that as read rather than read
+// the manifest again (cleanup run's root planning).
+func (r *Report) CommitVerified(row registry.Row) bool {
+	return r != nil && r.verified[commitKey(row)]
+}
+
+func commitKey(r registry.Row) string { return r.Path + "\x00" + r.Branch + "\x00" + r.PhysicalRef }
 
 // Reconcile runs reconcile with the zero Options.
 func Reconcile(ctx context.Context, s *core.Store) (*Report, error) {
@@ -478,6 +492,14 @@ func (p *reconcilePass) repairPins(ctx context.Context) error {
 			p.rep.Repaired = append(p.rep.Repaired, *o.repaired)
 		}
 	}
+	for i, o := range rowOut {
+		if o.verified && o.conflict == nil {
+			if p.rep.verified == nil {
+				p.rep.verified = map[string]bool{}
+			}
+			p.rep.verified[commitKey(p.rows[i].row)] = true
+		}
+	}
 	// The steps only fail when ctx ends: then some pins were never checked.
 	return errors.Join(regErr, rowErr)
 }
@@ -487,6 +509,8 @@ func (p *reconcilePass) repairPins(ctx context.Context) error {
 type repairOutcome struct {
 	conflict *Conflict
 	repaired *PinEvent
+	// verified: the pinned version was read and is the row's commit.
+	verified bool
 }
 
 // reclaimTags deletes the reserved tags judged reclaimable. Tables with a
@@ -550,10 +574,10 @@ func repairRow(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 		return repairOutcome{conflict: &Conflict{Kind: l.kind, Path: r.Path, Tag: tag, Detail: fmt.Sprintf("checkpoint %s (%s): %s; %s", cp.ID, cp.Name, l.why, l.wayOut(cp.ID, r.Path))}}
 	}
 	if st == PinOK {
-		return repairOutcome{}
+		return repairOutcome{verified: true}
 	}
 	if err := ensureTableTag(ctx, ds, tag, r.Pin, ref.Size, recordOf(cp, &r.Pin)); err != nil {
 		return repairOutcome{conflict: &Conflict{Kind: ConflictWrongTarget, Path: r.Path, Tag: tag, Detail: err.Error()}}
 	}
-	return repairOutcome{repaired: &PinEvent{Path: r.Path, Tag: tag, CheckpointID: cp.ID, Name: cp.Name, Branch: r.Branch, Version: r.Version}}
+	return repairOutcome{repaired: &PinEvent{Path: r.Path, Tag: tag, CheckpointID: cp.ID, Name: cp.Name, Branch: r.Branch, Version: r.Version}, verified: true}
 }

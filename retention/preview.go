@@ -205,6 +205,12 @@ type Policy struct {
 	// roots are not resolved and nothing of them is planned. Run sets it
 	// with IsolateReconcile for tables reconcile could not settle.
 	Skip map[string]string
+	// verified, set by Run from the reconcile it ran under the same claim:
+	// the pinned commits that reconcile read at registry version
+	// verifiedAt. Root planning at that version takes them as read rather
+	// than read each pinned manifest a second time.
+	verified   func(registry.Row) bool
+	verifiedAt uint64
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -312,7 +318,7 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		plan.Policy.Cutoff = &cutoff
 	}
 
-	rs, err := resolveRoots(ctx, s, p.Skip)
+	rs, err := resolveRoots(ctx, s, p.Skip, p.verifiedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -345,6 +351,15 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// verifiedBy is the verified check for root planning at registry version
+// rv: nil unless Run's reconcile read the pins at that very version.
+func (p Policy) verifiedBy(rv uint64) func(registry.Row) bool {
+	if p.verified == nil || rv != p.verifiedAt {
+		return nil
+	}
+	return p.verified
 }
 
 // manifestBudget bounds the manifests a store-wide plan reads ahead in all.

@@ -59,19 +59,26 @@ type root struct {
 // registry it cannot read, a checkpoint pinning a table that no longer
 // exists, a pinned version that is missing or is another commit.
 func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
-	return resolveRoots(ctx, s, nil)
+	return resolveRoots(ctx, s, nil, nil)
 }
 
 // resolveRoots is ResolveRoots leaving out the tables of skip (table →
 // why): their roots are not resolved and they are not planned, so a table
-// reconcile could not settle costs only itself (Policy.Skip).
-func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*RootSet, error) {
+// reconcile could not settle costs only itself (Policy.Skip). verifiedBy,
+// when it gives a check for the registry version read, names the pinned
+// commits already confirmed at that version (Policy.verified): they are
+// not read again.
+func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string, verifiedBy func(uint64) func(registry.Row) bool) (*RootSet, error) {
 	// The registry: live checkpoints and their rows.
 	rv, snap, err := registry.Open(s, registry.Options{}).Head(ctx)
 	if err != nil {
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "reading the checkpoint registry head", Cause: err}
 	}
 	rs := &RootSet{RegistryVersion: uint64(rv), Checkpoints: []Checkpoint{}, Tables: []TableRoots{}}
+	var verified func(registry.Row) bool
+	if verifiedBy != nil {
+		verified = verifiedBy(uint64(rv))
+	}
 	pins := map[string][]root{} // by table path
 	for _, c := range snap.Live() {
 		rs.Checkpoints = append(rs.Checkpoints, Checkpoint{Name: c.Name, ID: string(c.ID), Pins: len(c.Rows)})
@@ -105,7 +112,7 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*
 	// Resolve every root before any table is planned; the tables side by
 	// side, the first refusal in table order reported.
 	trs, err := fanout.Map(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) (TableRoots, error) {
-		return tableRoots(ctx, s, tables[i], skip[tables[i]], pins[tables[i]])
+		return tableRoots(ctx, s, tables[i], skip[tables[i]], pins[tables[i]], verified)
 	})
 	if err != nil {
 		return nil, err
@@ -116,8 +123,9 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string) (*
 
 // tableRoots resolves one table's roots: every version a live checkpoint
 // pins, each distinct pinned version checked once (the cost grows with
-// distinct pinned versions, not with checkpoints).
-func tableRoots(ctx context.Context, s *core.Store, t, skipped string, pins []root) (TableRoots, error) {
+// distinct pinned versions, not with checkpoints). A pin verified (not
+// nil) reports confirmed already is not read again.
+func tableRoots(ctx context.Context, s *core.Store, t, skipped string, pins []root, verified func(registry.Row) bool) (TableRoots, error) {
 	if skipped != "" {
 		return TableRoots{Table: t, Skipped: skipped}, nil
 	}
@@ -128,7 +136,7 @@ func tableRoots(ctx context.Context, s *core.Store, t, skipped string, pins []ro
 	tr := TableRoots{Table: t, Dataset: ds}
 	checked := map[string]bool{}
 	for _, r := range pins {
-		if k := r.row.Branch + "\x00" + r.row.PhysicalRef; !checked[k] {
+		if k := r.row.Branch + "\x00" + r.row.PhysicalRef; !checked[k] && (verified == nil || !verified(r.row)) {
 			if err := checkPin(ctx, ds, r); err != nil {
 				return TableRoots{}, err
 			}

@@ -193,6 +193,8 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	if len(conflicted) > 0 {
 		p.Skip = conflicted
 	}
+	// The pins reconcile just read under this claim are not read again.
+	p.verified, p.verifiedAt = rep.Reconcile.CommitVerified, uint64(rep.Reconcile.RegistryVersion)
 	plan, err := Preview(ctx, s, p)
 	if err != nil {
 		return rep, err
@@ -217,7 +219,7 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 		return rep, err
 	}
 	failpoint.Hit(FPRunAfterBoundary)
-	err = execute(ctx, s, h, jw, rep, o.Progress)
+	err = execute(ctx, s, h, jw, rep, o.Progress, b.plans)
 	for i := range rep.Tables {
 		if rep.Tables[i].State == TableRefused {
 			refusedRun(JournalTable{Table: rep.Tables[i].Table, Error: rep.Tables[i].Error}, &rep.Tables[i], plan)
@@ -337,6 +339,7 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 	j := &Journal{Format: journalFormat, OperationID: op, State: StateRunning, Mode: mode, Actor: h.Payload().Actor, StartedAt: rep.StartedAt,
 		Policy: plan.Policy, BoundaryVersion: uint64(draft.Version), Tables: []JournalTable{}}
 	var plans []*lance.Plan
+	var bounds []registry.GCBoundary
 	for _, tp := range plan.Tables {
 		if tp.Lance == nil {
 			jt := JournalTable{Table: tp.Table, State: TableSkipped, Error: strings.Join(tp.Notes, "; ")}
@@ -362,14 +365,15 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 		g := registry.GCBoundary{TableID: t.ID, Path: tp.Table, Incarnation: t.Incarnation,
 			Cutoff: cutoffText(plan.Policy, tp.Lance), RootDigest: RootDigest(tp.Lance), OperationID: op, At: now,
 			NewestRemoved: newestRemoved(tp.Lance)}
-		if err := draft.SetGCBoundary(g); err != nil {
-			return nil, err
-		}
-		rep.Boundaries = append(rep.Boundaries, g)
+		bounds = append(bounds, g)
 		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest, Cutoff: g.Cutoff,
 			PlanKey: planKey(op, len(plans)), State: TablePending})
 		plans = append(plans, tp.Lance)
 	}
+	if err := setGCBoundaries(draft, bounds); err != nil {
+		return nil, err
+	}
+	rep.Boundaries = append(rep.Boundaries, bounds...)
 	if j.Registry, err = planRegistry(ctx, s, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0); err != nil {
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
 	}
@@ -540,7 +544,7 @@ func Resume(ctx context.Context, s *core.Store, o ResumeOptions) (rep *RunReport
 		return rep, fmt.Errorf("%w: cleanup run %s never published its gc boundaries, so it deleted nothing; it is closed: run cleanup again", ErrRunRefused, op)
 	}
 	j.Resumes++
-	err = execute(ctx, s, h, jw, rep, o.Progress)
+	err = execute(ctx, s, h, jw, rep, o.Progress, nil)
 	return rep, err
 }
 
@@ -614,8 +618,11 @@ func boundariesPublished(ctx context.Context, s *core.Store, j *Journal, rep *Ru
 }
 
 // execute carries out the journaled plans not yet done, then the
-// registry's own cleanup, and closes or suspends the run.
-func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress)) error {
+// registry's own cleanup, and closes or suspends the run. plans, when not
+// nil, are the journaled plans as this process planned and wrote them (by
+// journal table): they are carried out without reading them back. A
+// resume (plans nil) reads each from the journal.
+func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress), plans []*lance.Plan) error {
 	j := jw.j
 	au := &auditor{s: s, op: j.OperationID, actor: h.Payload().Actor}
 	total, done := planCounts(j)
@@ -667,7 +674,11 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 			return nil
 		}
 		tr := runs[i] // this table's own entry: no other goroutine touches it
-		runTable(ctx, s, au, j.Tables[i], &tr)
+		var mem *lance.Plan
+		if i < len(plans) {
+			mem = plans[i]
+		}
+		runTable(ctx, s, au, j.Tables[i], &tr, mem)
 		gen := x.record(i, tr)
 		x.saveThrough(ctx, gen)
 		if progress != nil {
@@ -936,16 +947,21 @@ func release(ctx context.Context, h *claim.Handle) error {
 	return err
 }
 
-// runTable carries out one journaled plan; a panic or error is the table's.
-// Its removals are framed by audit lines: no "removing" line, no deletion.
-func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun) {
+// runTable carries out one journaled plan (mem: the plan as journaled by
+// this process, nil: read it from the journal); a panic or error is the
+// table's. Its removals are framed by audit lines: no "removing" line, no
+// deletion.
+func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun, mem *lance.Plan) {
 	defer func() {
 		if r := recover(); r != nil {
 			tr.err = fmt.Errorf("cleanup of %s panicked: %v", jt.Table, r)
 			tr.Error = tr.err.Error()
 		}
 	}()
-	lp, err := readPlan(ctx, s, jt)
+	lp, err := mem, error(nil)
+	if lp == nil {
+		lp, err = readPlan(ctx, s, jt)
+	}
 	if err == nil && len(jt.Retry) > 0 {
 		// An earlier attempt deleted the rest, confirmed: only what it
 		// left is carried out (and counted) again.

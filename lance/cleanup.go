@@ -224,6 +224,13 @@ type Policy struct {
 	// A caller planning many tables at once lowers it, so the manifests in
 	// memory stay bounded across all of them.
 	ReadAhead int
+
+	// FromTransactions plans the removed versions of main from their
+	// transactions where it can, instead of reading their manifests
+	// (cleanup_replay.go): for a long history a few percent of the bytes.
+	// It applies to policies without OlderThan; the plan is the same but
+	// for what PlannedVersion.FromTransaction says.
+	FromTransactions bool
 }
 
 func (p Policy) now() time.Time {
@@ -279,6 +286,8 @@ type Plan struct {
 	// Snapshot is what the plan relied on; ExecuteCleanup refuses if it
 	// changed.
 	Snapshot PlanSnapshot `json:"snapshot"`
+
+	stats planStats
 }
 
 // PlanPolicy echoes the policy a plan was made with.
@@ -300,6 +309,10 @@ type PlannedVersion struct {
 	Size    int64    `json:"size"`
 	Keep    bool     `json:"keep"`
 	Reasons []string `json:"reasons"`
+	// FromTransaction: a removed version planned from its transaction,
+	// its manifest not read (cleanup_replay.go); Timestamp is then the
+	// manifest object's modification time, not the commit time.
+	FromTransaction bool `json:"fromTransaction,omitempty"`
 }
 
 // PlannedFile is one object to delete.
@@ -418,6 +431,9 @@ type member struct {
 	// delete_unverified; after 7 days without it).
 	nested   []string
 	versions []Version
+	// txns: the listing of _transactions/ decideReplay made, which sweep
+	// uses rather than list it again (nil: not listed yet).
+	txns []core.Info
 }
 
 // planner holds the state of one PlanCleanup.
@@ -437,6 +453,7 @@ type planner struct {
 	// listings (checkKept); listed: the prefixes sweep listed.
 	need   map[string]*keptFile
 	listed []string
+	stats  planStats
 }
 
 // keptFile is one file kept versions need, and what the listings showed.
@@ -493,7 +510,21 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 		return nil, err
 	}
 	for _, m := range pl.members {
-		if err := pl.decide(ctx, m, roots[m.branch]); err != nil {
+		decide := pl.decide
+		if pl.replayable(m) {
+			decide = pl.decideReplay
+		}
+		if err := decide(ctx, m, roots[m.branch]); err != nil {
+			if errors.Is(err, errReplayMismatch) {
+				// Not what the replay models: plan from every manifest.
+				mismatch := pl.stats.mismatch
+				p.FromTransactions = false
+				plan, err := d.PlanCleanup(ctx, p)
+				if plan != nil {
+					plan.stats.fellBack, plan.stats.mismatch = true, mismatch
+				}
+				return plan, err
+			}
 			return nil, err
 		}
 	}
@@ -506,6 +537,7 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 		return nil, err
 	}
 	pl.finish()
+	pl.plan.stats = pl.stats
 	return pl.plan, nil
 }
 
@@ -646,6 +678,8 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 		if err != nil {
 			return pl.refuse(v.Key, "reading the manifest of "+VersionID{m.branch, v.N}.String(), err)
 		}
+		pl.stats.manifestsRead++
+		pl.stats.manifestBytes += man.Size
 		if man.Branch != m.branch {
 			return pl.refuse(v.Key, fmt.Sprintf("the manifest says it belongs to %s, but it lies under %s; cleanup runs on the main dataset's root",
 				branchName(man.Branch), branchName(m.branch)), nil)
@@ -806,6 +840,12 @@ func (pl *planner) sweep(ctx context.Context, m *member) error {
 	for _, dir := range managedDirs {
 		prefix := m.ds.Key(dir) + "/"
 		pl.listed = append(pl.listed, prefix)
+		if dir == "_transactions" && m.txns != nil {
+			for _, o := range m.txns {
+				pl.consider(m, o, removedManifest)
+			}
+			continue
+		}
 		opts := core.ListOptions{Prefix: prefix}
 		for {
 			page, err := pl.d.Store.ListPage(ctx, opts)

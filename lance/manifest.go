@@ -83,6 +83,9 @@ type Manifest struct {
 	BasePaths       []BasePath
 	Fragments       []Fragment
 	Indexes         []Index
+	// maxFragmentID is max_fragment_id (field 11): the high-water mark
+	// new fragment ids continue from; nil when the manifest has none.
+	maxFragmentID *uint64
 
 	// Set by Dataset.ReadManifest: the manifest object's key, size, the
 	// store's version token of the read and the SHA-256 of its bytes (the
@@ -327,6 +330,10 @@ func parseManifestMessage(msg []byte) (*Manifest, manifestFields, error) {
 		case 10:
 			v, err := f.varint()
 			m.WriterFlags = FeatureFlags(v)
+			return err
+		case 11:
+			v, err := f.varint()
+			m.maxFragmentID = &v
 			return err
 		case 12:
 			v, err := f.bytes()

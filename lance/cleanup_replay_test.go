@@ -1,0 +1,351 @@
+package lance
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The replay differential: on datasets real Lance built, the planner that
+// replays removed versions' transactions (cleanup_replay.go) makes the
+// plan the planner reading every manifest makes, under several policies.
+
+const (
+	replaySeed      = 20261202
+	replayWorkloads = 22
+)
+
+// replaySpec draws workload i: runs of appends, point and range deletes,
+// updates, scalar indices, compaction, Lance's own cleanup mid-way, tags
+// and branches, V1 manifest names for every fourth.
+func replaySpec(i int) diffWorkload {
+	r := rand.New(rand.NewSource(replaySeed + int64(i)))
+	w := diffWorkload{name: fmt.Sprintf("r%02d", i), naming: "v2"}
+	if i%4 == 1 {
+		w.naming = "v1"
+	}
+	add := func(s step) { w.steps = append(w.steps, s) }
+	rows := 3 + r.Intn(4)
+	add(step{"op": "create", "rows": rows})
+	adds := 1 // versions surely committed so far (appends always commit)
+	branched, cleaned, tagged := false, false, false
+	n := 10 + r.Intn(10)
+	for j := 0; j < n; j++ {
+		switch k := r.Intn(100); {
+		case k < 25:
+			m := 1 + r.Intn(3)
+			add(step{"op": "add", "rows": m})
+			rows += m
+			adds++
+		case k < 32:
+			c := 3 + r.Intn(6)
+			add(step{"op": "addMany", "count": c})
+			rows += c
+			adds += c
+		case k < 44:
+			add(step{"op": "delete", "where": fmt.Sprintf("id = %d", r.Intn(rows))})
+		case k < 50:
+			lo := r.Intn(rows)
+			add(step{"op": "delete", "where": fmt.Sprintf("id >= %d AND id < %d", lo, lo+1+r.Intn(4))})
+		case k < 62:
+			add(step{"op": "update", "where": fmt.Sprintf("id = %d", r.Intn(rows)), "values": map[string]string{"v": fmt.Sprintf("'u%d'", j)}})
+		case k < 72:
+			add(step{"op": "createIndex", "column": "id"})
+		case k < 80:
+			add(step{"op": "optimize", "cleanupOlderThanAt": 0})
+		case k < 84 && !tagged:
+			// Lance's cleanup refuses to remove tagged versions.
+			add(step{"op": "optimize", "cleanupOlderThanMs": 0, "deleteUnverified": true})
+			cleaned = true
+		case k < 90 && !cleaned:
+			// Versions 1..adds surely exist (Lance's cleanup has not run).
+			add(step{"op": "tagCreate", "name": fmt.Sprintf("t%d", j), "version": 1 + r.Intn(adds)})
+			tagged = true
+		case k < 95 && !branched:
+			branched = true
+			add(step{"op": "branchCreate", "name": "b", "from": "main"})
+			add(step{"op": "add", "rows": 1, "on": "b"})
+			add(step{"op": "delete", "where": "id = 0", "on": "b"})
+		default:
+			add(step{"op": "add", "rows": 1})
+			rows++
+			adds++
+		}
+	}
+	add(step{"op": "add", "rows": 1})
+	return w
+}
+
+// comparable returns p's JSON with what may differ between the planners
+// blanked: the planning time, and the timestamp of a version the replay
+// did not read (its object's modification time, not its commit time).
+func comparable(t testing.TB, p *Plan, other *Plan) string {
+	t.Helper()
+	c := *p
+	c.PlannedAt = time.Time{}
+	c.Versions = append([]PlannedVersion(nil), p.Versions...)
+	for i := range c.Versions {
+		fromTxn := c.Versions[i].FromTransaction
+		if other != nil && i < len(other.Versions) && other.Versions[i].FromTransaction {
+			fromTxn = true
+		}
+		if fromTxn {
+			c.Versions[i].Timestamp = time.Time{}
+			c.Versions[i].FromTransaction = false
+		}
+	}
+	b, err := json.MarshalIndent(&c, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// replayPolicies are the policies each workload is planned with.
+func replayPolicies(r *rand.Rand, d *Dataset, t testing.TB) []Policy {
+	vs, err := d.Versions(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The real clock: files younger than the safety window (all of the
+	// workload's, but the planted old debris) are deleted only when a
+	// removed version references them, which is what the replay decides.
+	pin := vs[r.Intn(len(vs))].N
+	return []Policy{
+		{KeepLast: 1},
+		{KeepLast: 1, SafetyWindow: -1},
+		{KeepLast: 3},
+		{KeepLast: 2, SafetyWindow: -1, ExtraRoots: []Root{{Version: pin, Reason: "checkpoint"}}},
+	}
+}
+
+// diffPlans plans d with p by both planners and reports a difference.
+func diffPlans(t *testing.T, name string, d *Dataset, p Policy) (*Plan, bool) {
+	t.Helper()
+	full := p
+	full.FromTransactions = false
+	p.FromTransactions = true
+	want, err := d.PlanCleanup(bg, full)
+	if err != nil {
+		t.Fatalf("%s: full planner: %v", name, err)
+	}
+	got, err := d.PlanCleanup(bg, p)
+	if err != nil {
+		t.Fatalf("%s: replay planner: %v", name, err)
+	}
+	if w, g := comparable(t, want, got), comparable(t, got, want); w != g {
+		t.Errorf("%s (KeepLast %d, window %v, roots %v): the replay plans differently:\n%s", name, p.KeepLast, p.SafetyWindow, p.ExtraRoots, lineDiff(w, g))
+		return got, false
+	}
+	if want.stats.txnsRead != 0 {
+		t.Errorf("%s: the full planner read %d transactions", name, want.stats.txnsRead)
+	}
+	return got, true
+}
+
+// lineDiff shows the first differing lines of two texts.
+func lineDiff(a, b string) string {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(al) && i < len(bl); i++ {
+		if al[i] != bl[i] {
+			lo := max(0, i-8)
+			return fmt.Sprintf("full manifests, lines %d-:\n%s\nreplay:\n%s", lo, strings.Join(al[lo:min(len(al), i+8)], "\n"), strings.Join(bl[lo:min(len(bl), i+8)], "\n"))
+		}
+	}
+	return fmt.Sprintf("%d lines vs %d", len(al), len(bl))
+}
+
+// TestReplayPlanner builds the workloads once (one Node process) for the
+// differential and the tampering checks.
+func TestReplayPlanner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds datasets with real Lance")
+	}
+	start := time.Now()
+	base := t.TempDir()
+	var ws []diffWorkload
+	var jobs []map[string]any
+	for i := 0; i < replayWorkloads; i++ {
+		w := replaySpec(i)
+		ws = append(ws, w)
+		jobs = append(jobs, buildJob(filepath.Join(base, w.name, "db"), "t", w.naming, w.steps))
+	}
+	oracleRun(t, jobs...)
+	t.Logf("built %d workloads in %v", len(jobs), time.Since(start).Round(time.Millisecond))
+	t.Run("differential", func(t *testing.T) { testReplayDifferential(t, base, ws) })
+	t.Run("tampered", func(t *testing.T) { testReplayTampered(t, base, ws) })
+}
+
+func testReplayDifferential(t *testing.T, base string, ws []diffWorkload) {
+	start := time.Now()
+	kinds := map[string]int{}
+	var replayed, versions, fellBack, plans int
+	for i, w := range ws {
+		work := filepath.Join(t.TempDir(), w.name)
+		copyTree(t, filepath.Join(base, w.name, "db"), filepath.Join(work, "db"))
+		plantDebris(t, filepath.Join(work, "db", "t.lance"), i)
+		d := mustOpen(t, openStore(t, work), "db/t.lance")
+		r := rand.New(rand.NewSource(replaySeed + int64(i)))
+		for _, p := range replayPolicies(r, d, t) {
+			got, ok := diffPlans(t, w.name, d, p)
+			if !ok {
+				t.Logf("%s steps: %v", w.name, w.steps)
+				continue
+			}
+			plans++
+			versions += got.Totals.VersionsRemoved
+			replayed += got.stats.replayed
+			if got.stats.fellBack {
+				fellBack++
+				t.Logf("%s: fell back: %s", w.name, got.stats.mismatch)
+			}
+			for k, n := range got.stats.kinds {
+				kinds[k.String()] += n
+			}
+		}
+	}
+	t.Logf("%d plans, %d removed versions, %d replayed from transactions (%v), %d fell back to full manifests, in %v",
+		plans, versions, replayed, kinds, fellBack, time.Since(start).Round(time.Millisecond))
+	// The differential means something only if most removed versions were
+	// replayed, through every modelled operation LanceDB writes.
+	if replayed*2 < versions {
+		t.Errorf("only %d of %d removed versions were replayed", replayed, versions)
+	}
+	// Rewrite is modelled too, but LanceDB's compaction reserves fragment
+	// ids in a commit of its own first, so the Rewrite commit is always
+	// rebased (read version two back) and its manifest is read instead.
+	for _, k := range []string{"Append", "Delete", "Update", "CreateIndex"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s transaction was replayed: %v", k, kinds)
+		}
+	}
+}
+
+// testReplayTampered changes the transaction of a replayed removed
+// version on the store and checks the replay never trusts it into a
+// different plan: unreadable, missing, ambiguous, for another commit, or
+// well-formed but claiming a file the commit did not add (a young file of
+// a commit in flight, which the plan must keep).
+func testReplayTampered(t *testing.T, base string, ws []diffWorkload) {
+	w := ws[0]
+	fresh := func(t *testing.T) (string, *Dataset) {
+		work := filepath.Join(t.TempDir(), w.name)
+		copyTree(t, filepath.Join(base, w.name, "db"), filepath.Join(work, "db"))
+		return filepath.Join(work, "db", "t.lance"), mustOpen(t, openStore(t, filepath.Join(work)), "db/t.lance")
+	}
+	// An Append of a replayed removed version.
+	table, d := fresh(t)
+	plan, err := d.PlanCleanup(bg, Policy{KeepLast: 1, FromTransactions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name, path string
+	var version uint64
+	for _, v := range plan.Versions {
+		if !v.FromTransaction || name != "" {
+			continue
+		}
+		m, _ := filepath.Glob(filepath.Join(table, "_transactions", fmt.Sprintf("%d-*.txn", v.Version-1)))
+		if len(m) != 1 {
+			continue
+		}
+		b, err := os.ReadFile(m[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := parseTxn(b)
+		if err != nil || op.kind != txnAppend || len(op.newFrags) == 0 || len(op.newFrags[0].Files) == 0 {
+			continue
+		}
+		name, path, version = filepath.Base(m[0]), op.newFrags[0].Files[0].Path, v.Version
+	}
+	if name == "" {
+		t.Fatalf("%s: no replayed Append to tamper with", w.name)
+	}
+	// The same length keeps the protobuf lengths valid.
+	fake := "f" + path[1:]
+	if path[0] == 'f' {
+		fake = "e" + path[1:]
+	}
+	for _, c := range []struct {
+		name   string
+		tamper func(t *testing.T, txn string)
+		// replayedOut: the tampered version must not be replayed;
+		// fellBack: the replay must detect it at the end of the run.
+		replayedOut, fellBack bool
+	}{
+		{"garbage", func(t *testing.T, txn string) { write(t, txn, []byte("not a transaction")) }, true, false},
+		{"truncated", func(t *testing.T, txn string) {
+			b := read(t, txn)
+			write(t, txn, b[:len(b)/2])
+		}, true, false},
+		{"missing", func(t *testing.T, txn string) {
+			if err := os.Remove(txn); err != nil {
+				t.Fatal(err)
+			}
+		}, true, false},
+		{"ambiguous", func(t *testing.T, txn string) {
+			// Another commit read the same version and failed.
+			write(t, filepath.Join(filepath.Dir(txn), fmt.Sprintf("%d-00000000-0000-4000-8000-000000000000.txn", version-1)), read(t, txn))
+		}, true, false},
+		{"another commit", func(t *testing.T, txn string) {
+			// The content names another uuid than the file name.
+			b := read(t, txn)
+			_, u, _ := txnName(name)
+			write(t, txn, bytes.Replace(b, []byte(u), []byte(strings.Repeat("0", len(u))), 1))
+		}, true, false},
+		{"claims a file in flight", func(t *testing.T, txn string) {
+			write(t, txn, bytes.Replace(read(t, txn), []byte(path), []byte(fake), 1))
+			// The young file of a commit in flight.
+			write(t, filepath.Join(table, "data", fake), []byte("in flight"))
+		}, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var d *Dataset
+			table, d = fresh(t)
+			c.tamper(t, filepath.Join(table, "_transactions", name))
+			got, ok := diffPlans(t, w.name, d, Policy{KeepLast: 1})
+			if !ok {
+				return
+			}
+			for _, v := range got.Versions {
+				if v.Version == version && v.FromTransaction && c.replayedOut {
+					t.Errorf("v%d was replayed from its %s transaction", version, c.name)
+				}
+			}
+			if got.stats.fellBack != c.fellBack {
+				t.Errorf("fell back to every manifest: %v (%s), want %v", got.stats.fellBack, got.stats.mismatch, c.fellBack)
+			}
+			for _, f := range got.Files {
+				if strings.HasSuffix(f.Key, "/data/"+fake) {
+					t.Errorf("the plan deletes %s, a young file no version references: %s", f.Key, f.Reason)
+				}
+			}
+			if c.replayedOut && got.stats.replayed == 0 {
+				t.Errorf("nothing else was replayed")
+			}
+		})
+	}
+}
+
+func read(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, p string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retain-dev/retain/internal/adapterbench"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Benchmarks of localfs in process against localfs through the plugin
@@ -75,9 +76,15 @@ func BenchmarkRawUnixSocketRoundTrip(b *testing.B) {
 
 // BenchmarkCleanupReads is a cleanup's read pattern on one table: list
 // 1,000 manifests of 40 KB, read them all, stat them all
-// (adapterbench.CleanupReads).
+// (adapterbench.CleanupReads), in batches (/inprocess, /plugin) and, for
+// comparison, key by key through the plugin (/plugin-keybykey: what a
+// plugin without batch reads costs, the Store's fallback).
 func BenchmarkCleanupReads(b *testing.B) {
 	root := benchRoot(b)
 	adapterbench.FillCleanup(b, adapterbench.InProcess(Adapter)(b, root))
 	adapterbench.Run(b, Adapter, root, adapterbench.CleanupReads)
+	b.Run("plugin-keybykey", func(b *testing.B) {
+		d := adapterbench.Plugin(Adapter.Name)(b, root)
+		adapterbench.CleanupReads(b, testkit.NewCounting(struct{ core.Driver }{d}))
+	})
 }

@@ -598,33 +598,64 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 			"a batch of %d bytes, outside 0 to %d", req.MaxBytes, core.MaxBatchBytes))
 	}
 	send, bad := validKeys("get", req.Keys)
-	var res []core.GetResult
-	if len(send) > 0 {
-		if res, err = br.GetMany(stream.Context(), send, req.MaxBytes); err != nil {
-			return toStatus(op, "", err)
-		}
-		if len(res) < 1 || len(res) > len(send) {
-			return toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
-				"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(send)))
-		}
-	}
-	// Whole results, packed until a message holds about a chunk of body.
+	// The driver is asked for about a message's worth at a time and each
+	// answer is sent at once, so the host takes in one part while the
+	// plugin reads the next. Answered piece by piece within what is left,
+	// a batch ends where one call within maxBytes would have.
+	ctx := stream.Context()
 	msg := &pb.GetManyResponse{}
 	size := 0
-	j := 0
-	for i, k := range req.Keys {
-		var p *pb.GetResult
-		_, isBad := bad[i]
-		if !isBad && j == len(res) {
-			break // the driver answered a prefix: the host asks again
+	emit := func(p *pb.GetResult) error {
+		msg.Results = append(msg.Results, p)
+		size += len(p.Data) + len(p.Key) + 64
+		if size < chunkSize {
+			return nil
 		}
-		if e, ok := bad[i]; ok {
-			d, _ := detailOf("get", k, e)
-			p = &pb.GetResult{Key: k, Error: d}
-		} else {
-			r := res[j]
-			j++
-			p = &pb.GetResult{Key: text(r.Key)}
+		err := stream.Send(msg)
+		msg, size = &pb.GetManyResponse{}, 0
+		return err // non-nil: the host went away or cancelled
+	}
+	i := 0 // the next of req.Keys to answer
+	emitBad := func() error {
+		for ; i < len(req.Keys); i++ {
+			e, ok := bad[i]
+			if !ok {
+				return nil
+			}
+			d, _ := detailOf("get", req.Keys[i], e)
+			if err := emit(&pb.GetResult{Key: req.Keys[i], Error: d}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	left := req.MaxBytes
+	answered := 0
+	for rest := send; len(rest) > 0; {
+		if err := emitBad(); err != nil {
+			return err
+		}
+		res, err := br.GetMany(ctx, rest, min(left, chunkSize))
+		if err == nil && len(res) == 1 && errors.Is(res[0].Err, core.ErrLimitExceeded) && left > chunkSize {
+			res, err = br.GetMany(ctx, rest[:1], left) // larger than a piece, maybe not than the batch
+		}
+		if err != nil {
+			return toStatus(op, "", err)
+		}
+		if len(res) < 1 || len(res) > len(rest) {
+			return toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(rest)))
+		}
+		if len(res) == 1 && errors.Is(res[0].Err, core.ErrLimitExceeded) && answered > 0 {
+			break // stop before the body that does not fit; the host asks again
+		}
+		for _, r := range res {
+			if err := emitBad(); err != nil {
+				return err
+			}
+			k := req.Keys[i]
+			i++
+			p := &pb.GetResult{Key: text(r.Key)}
 			if r.Err != nil {
 				p.Error, _ = detailOf("get", r.Key, r.Err)
 			} else {
@@ -632,15 +663,21 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 					return err
 				}
 				p.Info, p.Data = infoToPB(r.Info), r.Data
+				left -= int64(len(r.Data))
+			}
+			if err := emit(p); err != nil {
+				return err
 			}
 		}
-		msg.Results = append(msg.Results, p)
-		size += len(p.Data) + len(p.Key) + 64
-		if size >= chunkSize {
-			if err := stream.Send(msg); err != nil {
-				return err // the host went away or cancelled
-			}
-			msg, size = &pb.GetManyResponse{}, 0
+		answered += len(res)
+		rest = rest[len(res):]
+		if len(res) == 1 && errors.Is(res[0].Err, core.ErrLimitExceeded) {
+			break // the first key alone is larger than the batch
+		}
+	}
+	if len(send) == 0 {
+		if err := emitBad(); err != nil {
+			return err
 		}
 	}
 	if len(msg.Results) > 0 {

@@ -72,9 +72,9 @@ const (
 	// maxListPage keeps a listing page well under the plugin's 4 MiB gRPC
 	// message limit even with 1 KiB keys (Azure allows 5000).
 	maxListPage = 1000
-	// parallelism: Blob Storage serves many requests at once; 32 keeps a
+	// parallelism: Blob Storage serves many requests at once; 64 keeps a
 	// store-wide pass quick without tripping an account's throttling.
-	parallelism = 32
+	parallelism = 64
 	// maxBlobNameChars and maxBlobSegments are Azure's blob name limits.
 	maxBlobNameChars = 1024
 	maxBlobSegments  = 254

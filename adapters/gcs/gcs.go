@@ -69,9 +69,9 @@ const (
 	maxObjectSize  = 5 << 40
 	maxDeleteBatch = 1000
 	maxListPage    = 1000
-	// parallelism: GCS serves many requests at once; 32 keeps a store-wide
+	// parallelism: GCS serves many requests at once; 64 keeps a store-wide
 	// pass quick well inside a bucket's request rate.
-	parallelism = 32
+	parallelism = 64
 	// deleteConcurrency bounds the deletes one DeleteMany runs at once: GCS
 	// has no batch delete in the JSON API the Go client speaks.
 	deleteConcurrency = 16

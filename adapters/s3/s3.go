@@ -64,8 +64,8 @@ const (
 	maxDeleteBatch = 1000 // DeleteObjects takes at most 1,000 keys
 	maxListPage    = 1000 // ListObjectsV2 returns at most 1,000 keys
 	// parallelism: S3 serves thousands of requests a second per prefix;
-	// 32 in flight keeps a store-wide pass quick and far below that.
-	parallelism = 32
+	// 64 in flight keeps a store-wide pass quick and far below that.
+	parallelism = 64
 )
 
 // Adapter opens S3 stores for s3:// locations.

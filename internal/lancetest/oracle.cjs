@@ -23,6 +23,10 @@
 //           "rows": {branch: {v: {"rows", "scanned", "idSum", "filtered"}}},
 //           "tagRows": {tag: {"rows", "scanned", "idSum"}}, "errors": [string...],
 //           "appended": {branch: {"version", "rows", "before", "scanned", "idSum"}}}
+//   {"kind": "open", "dir", "table", "on"}  opens the table, nothing more
+//                                  (what opening costs) -> {"version"}
+// Every job may carry "storageOptions": LanceDB's for an object store
+// ("dir" is then its URI, e.g. s3://bucket/prefix).
 // Output: {"results": [...], "maxRssKb": peak resident set of this process}
 const lancedb = require("@lancedb/lancedb");
 const { build, rows, scan } = require("./build.cjs");
@@ -32,7 +36,9 @@ function firstLine(e) {
 }
 
 async function open(job, branch) {
-  const db = await lancedb.connect(job.dir);
+  // storageOptions (object store settings: endpoint, keys, ...) let a job
+  // open a table on an object store, e.g. through a latency proxy.
+  const db = await lancedb.connect(job.dir, job.storageOptions ? { storageOptions: job.storageOptions } : undefined);
   const main = await db.openTable(job.table || "t");
   if (!branch || branch === "main") return main;
   return await (await main.branches()).checkout(branch);
@@ -109,6 +115,9 @@ async function main() {
           break;
         case "verify":
           results.push(await verify(job));
+          break;
+        case "open":
+          results.push({ version: await (await open(job, job.on)).version() });
           break;
         default:
           throw new Error("unknown job kind " + job.kind);

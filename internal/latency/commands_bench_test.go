@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,21 @@ func BenchmarkStoreCommands(b *testing.B) {
 	}
 }
 
+// logDir (RETAIN_LATENCY_LOG) is where each command's request log goes,
+// one line per request: method, path, start and end in ms, status.
+var logDir = os.Getenv("RETAIN_LATENCY_LOG")
+
+func writeLog(tb testing.TB, file string, reqs []Request) {
+	var sb strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&sb, "%s\t%s\t%.1f\t%.1f\t%d\n", r.Method, r.Path,
+			float64(r.Start)/float64(time.Millisecond), float64(r.End)/float64(time.Millisecond), r.Status)
+	}
+	if err := os.WriteFile(file, []byte(sb.String()), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 func storeCommands(b *testing.B, tables int) {
 	st := NewS3(b, rtt)
 	upload := func() {
@@ -93,11 +109,15 @@ func storeCommands(b *testing.B, tables int) {
 					op.setup()
 				}
 				st.Proxy.Reset()
+				st.Proxy.Log(logDir != "")
 				start := time.Now()
 				if err := op.run(st.Slow); err != nil {
 					b.Fatal(err)
 				}
 				elapsed += time.Since(start)
+				if logDir != "" {
+					writeLog(b, filepath.Join(logDir, fmt.Sprintf("%d-%s.tsv", tables, op.name)), st.Proxy.Requests())
+				}
 				s := st.Proxy.Stats()
 				reqs += s.Requests
 				peak = max(peak, s.Peak)

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 type S3 struct {
 	Slow, Fast *core.Store
 	Proxy      *Proxy
+	Emulator   *emulator.S3
 }
 
 // NewS3 starts versitygw with a bucket and opens the store s3://bucket/store
@@ -26,23 +28,38 @@ type S3 struct {
 func NewS3(tb testing.TB, delay time.Duration) *S3 {
 	tb.Helper()
 	e := emulator.Versitygw(tb)
-	e.CreateBucket(tb, "latency")
+	e.CreateBucket(tb, Bucket)
 	emulator.IsolateAWS(tb, e.Env())
 	p := NewProxy(tb, e.Endpoint, delay)
-	open := func(endpoint string) *core.Store {
-		loc := core.Location{Scheme: "s3", Bucket: "latency", Prefix: "store", Options: map[string]string{"endpoint": endpoint}}
-		d, err := s3.Open(context.Background(), loc)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		s, err := core.NewStore(context.Background(), "s3", d)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		tb.Cleanup(func() { s.Close() })
-		return s.At(loc)
+	return &S3{Slow: OpenS3(tb, p.URL, "store"), Fast: OpenS3(tb, e.Endpoint, "store"), Proxy: p, Emulator: e}
+}
+
+// Bucket is the harness's bucket.
+const Bucket = "latency"
+
+// OpenS3 opens s3://latency/<prefix> at endpoint, in process, with the
+// adapter's default parallelism (RETAIN_PARALLELISM overrides it, as the
+// CLI's --parallelism does).
+func OpenS3(tb testing.TB, endpoint, prefix string) *core.Store {
+	tb.Helper()
+	loc := core.Location{Scheme: "s3", Bucket: Bucket, Prefix: prefix, Options: map[string]string{"endpoint": endpoint}}
+	d, err := s3.Open(context.Background(), loc)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return &S3{Slow: open(p.URL), Fast: open(e.Endpoint), Proxy: p}
+	s, err := core.NewStore(context.Background(), "s3", d)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if v := os.Getenv("RETAIN_PARALLELISM"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			tb.Fatalf("RETAIN_PARALLELISM=%q: want a positive number", v)
+		}
+		s = s.WithParallelism(n)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s.At(loc)
 }
 
 // Upload copies the Lance table in folder src (a fixture on disk) to the

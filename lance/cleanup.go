@@ -471,7 +471,9 @@ func (pl *planner) refuse(key, reason string, cause error) error {
 
 // PlanCleanup plans the cleanup of the dataset family rooted at d, which
 // must be the main dataset (its tags and branches live there). It reads
-// every manifest of every branch once — at most maxReadAhead of them
+// every manifest of every branch once (with p.FromTransactions, main's
+// removed versions mostly from their transactions instead:
+// cleanup_replay.go) — at most maxReadAhead of them
 // in memory at a time, each released once decided, so memory is bounded by
 // a few manifests plus the plan, not by the history — and lists Lance's
 // managed folders page by page; it deletes nothing. Anything it cannot fully read or

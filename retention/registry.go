@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -11,9 +12,11 @@ import (
 	"github.com/retain-dev/retain/sdk/core"
 )
 
-// The registry's own cleanup (issue 7, section 3.5). Registry versions are
-// whole snapshots, so an old one depends on nothing and nothing depends on
-// it except the checkpoints whose registry pin (`_m_` tag) names it. A run
+// The registry's own cleanup (issue 7, section 3.5). A registry version
+// depends on nothing older (a segmented one on segments named by digest,
+// deleted after it when only removed versions reference them), and nothing
+// depends on it except the checkpoints whose registry pin (`_m_` tag)
+// names it. A run
 // removes a registry version only when all of these hold:
 //   - it is older than the head the run's boundary commit makes (the head
 //     and anything newer are never candidates);
@@ -49,21 +52,77 @@ func registryPins(ctx context.Context, s *core.Store, snap *registry.Snapshot) (
 	return keep, nil
 }
 
-// planRegistry lists the registry versions the run removes. snap is the
-// head the run plans against; boundary says whether the run commits a new
-// head on top of it.
-func planRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot, p Policy, now time.Time, boundary bool) (RegistryCleanup, error) {
-	rc := RegistryCleanup{Remove: []uint64{}, State: TableDone}
-	objs, err := s.List(ctx, registry.VersionsPrefix, 0)
-	if err != nil {
-		return rc, fmt.Errorf("listing the registry's versions: %w", err)
+// registryReads is what the registry's own cleanup plan is made from: its
+// version objects, the versions its pins keep, and the head record's
+// version.
+type registryReads struct {
+	objs  []core.Info
+	keep  map[uint64]string
+	floor registry.Version
+}
+
+// readRegistry makes the three reads of planRegistry side by side.
+func readRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot) (registryReads, error) {
+	var rr registryReads
+	var errs [3]error
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		if rr.objs, errs[0] = s.List(ctx, registry.VersionsPrefix, 0); errs[0] != nil {
+			errs[0] = fmt.Errorf("listing the registry's versions: %w", errs[0])
+		}
+	}()
+	go func() { defer wg.Done(); rr.keep, errs[1] = registryPins(ctx, s, snap) }()
+	go func() { defer wg.Done(); rr.floor, errs[2] = registry.Open(s, registry.Options{}).RecordedVersion(ctx) }()
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return registryReads{}, err
+		}
 	}
+	return rr, nil
+}
+
+// registryPrefetch is readRegistry started early (as soon as the run's
+// plan has read the registry head), so that its round trips overlap the
+// planning of the tables.
+type registryPrefetch struct {
+	snap *registry.Snapshot
+	done chan struct{}
+	rr   registryReads
+	err  error
+}
+
+func prefetchRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot) *registryPrefetch {
+	f := &registryPrefetch{snap: snap, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		f.rr, f.err = readRegistry(ctx, s, snap)
+	}()
+	return f
+}
+
+func (f *registryPrefetch) wait(ctx context.Context) (registryReads, error) {
+	select {
+	case <-f.done:
+		return f.rr, f.err
+	case <-ctx.Done():
+		return registryReads{}, context.Cause(ctx)
+	}
+}
+
+// planRegistryFrom lists the registry versions the run removes, from its
+// reads. snap is the head the run plans against; boundary says whether the
+// run commits a new head on top of it.
+func planRegistryFrom(rr registryReads, snap *registry.Snapshot, p Policy, now time.Time, boundary bool) RegistryCleanup {
+	rc := RegistryCleanup{Remove: []uint64{}, State: TableDone}
 	type version struct {
 		v   uint64
 		mod time.Time
 	}
 	var vs []version
-	for _, o := range objs {
+	for _, o := range rr.objs {
 		v, ok := registry.ParseVersionKey(o.Key)
 		if !ok {
 			continue // not a version object: never ours to delete
@@ -73,14 +132,7 @@ func planRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 		}
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].v > vs[j].v }) // newest first
-	keep, err := registryPins(ctx, s, snap)
-	if err != nil {
-		return rc, err
-	}
-	floor, err := registry.Open(s, registry.Options{}).RecordedVersion(ctx)
-	if err != nil {
-		return rc, err
-	}
+	keep, floor := rr.keep, rr.floor
 	if boundary && floor == snap.Version {
 		// The boundary commit will record itself; cleanRegistry checks the
 		// record again before deleting, and keeps the old head if that
@@ -118,7 +170,7 @@ func planRegistry(ctx context.Context, s *core.Store, snap *registry.Snapshot, p
 	if len(rc.Remove) > 0 {
 		rc.State = TablePending
 	}
-	return rc, nil
+	return rc
 }
 
 // cleanRegistry deletes the journaled registry versions that the registry

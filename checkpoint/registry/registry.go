@@ -199,10 +199,11 @@ func (r *Registry) Head(ctx context.Context) (Version, *Snapshot, error) {
 			_, err = r.checkHead(ctx, v, snap, rec)
 		}
 		var hm *HeadMismatch
-		if attempt == 0 && (errors.As(err, &hm) || errors.Is(err, core.ErrNotFound)) {
+		if attempt == 0 && (errors.As(err, &hm) || errors.Is(err, core.ErrNotFound) || errors.Is(err, ErrCorruptRegistry)) {
 			// Read everything once more before refusing: outside the
 			// claim a commit and a registry cleanup may land between the
-			// listing, the head and the record. Real damage stays.
+			// listing, the head and the record (or, for a segmented head,
+			// its segments). Real damage stays.
 			continue
 		}
 		if err != nil {

@@ -177,6 +177,12 @@ func (s *Snapshot) NextAt(v Version, prevDigest string) *Snapshot {
 	n := s.Next()
 	if v > n.Version {
 		n.Version, n.Prev = v, prevDigest
+		// Versions between s and v stay stored and may have rewritten
+		// segments s references: reusing them here would make one segment
+		// referenced by two separate runs of versions, which the
+		// registry's cleanup relies on never happening (SegmentGarbage).
+		// So the new version writes all its segments afresh.
+		n.base = nil
 	}
 	return n
 }

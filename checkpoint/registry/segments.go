@@ -44,9 +44,8 @@ import (
 // segment that is missing or does not match is ErrCorruptRegistry, never
 // core.ErrNotFound: the version exists, it cannot be read whole.
 //
-// Segments are never rewritten; the registry's cleanup does not remove
-// them yet (they are small: one bucket per commit, one rows object per
-// checkpoint).
+// Segments are never rewritten. The registry's cleanup deletes those only
+// the versions it removes referenced (SegmentGarbage), after the versions.
 
 const (
 	// SegmentsPrefix holds the segments of format 3 versions, named by
@@ -498,7 +497,10 @@ func (c *segmentCache) put(key string, body []byte) {
 func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef, v any) error {
 	key := SegmentKey(ref.SHA256)
 	if body, ok := r.segs.get(key); ok && int64(len(body)) == ref.Size {
-		return strictDecode(body, v)
+		if err := strictDecode(body, v); err != nil {
+			return badSegment(key, err, version, "does not parse")
+		}
+		return nil
 	}
 	body, err := r.readObject(ctx, key)
 	if errors.Is(err, core.ErrNotFound) {

@@ -42,9 +42,11 @@ func (c *Client) StatMany(ctx context.Context, keys []string) ([]core.StatResult
 	}
 	var got []core.StatResult
 	if len(send) > 0 {
-		resp, err := unary(ctx, c, op, "", func(ctx context.Context) (*pb.StatManyResponse, error) {
-			return c.rpc.StatMany(ctx, &pb.StatManyRequest{Keys: send})
-		})
+		req := &pb.StatManyRequest{Keys: send}
+		resp, err := viaSession(ctx, c, op, "", &pb.SessionRequest{Call: &pb.SessionRequest_StatMany{StatMany: req}},
+			(*pb.SessionResponse).GetStatMany, func(ctx context.Context) (*pb.StatManyResponse, error) {
+				return c.rpc.StatMany(ctx, req)
+			})
 		if err != nil {
 			return nil, err
 		}

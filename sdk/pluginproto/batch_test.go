@@ -113,7 +113,7 @@ func TestBatchReadsCross(t *testing.T) {
 // OpenResponse: the client never sends it one, and the store reads key by
 // key with the same answers.
 func TestBatchReadsFallBackForOldPlugin(t *testing.T) {
-	c := launch(t, "nobatch")
+	c := launch(t, "legacy")
 	_, err := c.StatMany(context.Background(), []string{"a"})
 	wantKind(t, err, core.ErrUnsupported)
 	_, err = c.GetMany(context.Background(), []string{"a"}, 1<<20)

@@ -50,12 +50,21 @@ func waitGone(t *testing.T, pid int) {
 func TestHungPluginKilled(t *testing.T) {
 	cases := []struct {
 		name, op, key string
+		mode          string        // the plugin's; default mem (calls over the session)
 		limit         time.Duration // the limit that should end the call
 		stop          bool          // SIGSTOP the whole plugin first
 		call          func(ctx context.Context, c *Client) error
 	}{
 		{name: "stat", op: "stat", key: "hang/x", call: func(ctx context.Context, c *Client) error {
 			_, err := c.Stat(ctx, "hang/x")
+			return err
+		}},
+		{name: "stat-unary", op: "stat", key: "hang/x", mode: "legacy", call: func(ctx context.Context, c *Client) error {
+			_, err := c.Stat(ctx, "hang/x")
+			return err
+		}},
+		{name: "stat-many", op: "stat-many", call: func(ctx context.Context, c *Client) error {
+			_, err := c.StatMany(ctx, []string{"a", "hang/x"})
 			return err
 		}},
 		{name: "delete", op: "delete", key: "hang/x", call: func(ctx context.Context, c *Client) error {
@@ -100,11 +109,19 @@ func TestHungPluginKilled(t *testing.T) {
 			_, err := c.Stat(ctx, "a")
 			return err
 		}},
+		{name: "frozen-unary", op: "stat", key: "a", mode: "legacy", stop: true, call: func(ctx context.Context, c *Client) error {
+			_, err := c.Stat(ctx, "a")
+			return err
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := launch(t, "mem", withTimeouts(testTimeout, testTimeout))
+			mode := tc.mode
+			if mode == "" {
+				mode = "mem"
+			}
+			c := launch(t, mode, withTimeouts(testTimeout, testTimeout))
 			pid := c.pid()
 			if tc.stop {
 				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

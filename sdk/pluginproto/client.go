@@ -89,6 +89,9 @@ type Client struct {
 	// batch: the plugin answers StatMany and GetMany (its OpenResponse
 	// said so).
 	batch bool
+	// sess carries the calls that wait for one answer, if the plugin
+	// offered it (session.go).
+	sess *session
 }
 
 var (
@@ -262,6 +265,9 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	// A plugin built before batch reads never sets the field: the host
 	// then never sends it a batch (batch.go).
 	c.batch = open.BatchReads
+	if open.Session {
+		c.sess = c.openSession()
+	}
 	return c, nil
 }
 
@@ -378,6 +384,7 @@ func (c *Client) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	c.sess.close()
 	c.stop()
 	c.img.release()
 	return nil
@@ -397,9 +404,11 @@ func (c *Client) Capabilities(ctx context.Context) (core.Capabilities, error) {
 	if err := c.ready(op, ""); err != nil {
 		return core.Capabilities{}, err
 	}
-	resp, err := unary(ctx, c, op, "", func(ctx context.Context) (*pb.CapabilitiesResponse, error) {
-		return c.rpc.Capabilities(ctx, &pb.CapabilitiesRequest{})
-	})
+	req := &pb.CapabilitiesRequest{}
+	resp, err := viaSession(ctx, c, op, "", &pb.SessionRequest{Call: &pb.SessionRequest_Capabilities{Capabilities: req}},
+		(*pb.SessionResponse).GetCapabilities, func(ctx context.Context) (*pb.CapabilitiesResponse, error) {
+			return c.rpc.Capabilities(ctx, req)
+		})
 	if err != nil {
 		return core.Capabilities{}, err
 	}
@@ -418,9 +427,11 @@ func (c *Client) Stat(ctx context.Context, key string) (core.Info, error) {
 	if err := core.ValidateKey(op, key); err != nil {
 		return core.Info{}, err
 	}
-	resp, err := unary(ctx, c, op, key, func(ctx context.Context) (*pb.StatResponse, error) {
-		return c.rpc.Stat(ctx, &pb.StatRequest{Key: key})
-	})
+	req := &pb.StatRequest{Key: key}
+	resp, err := viaSession(ctx, c, op, key, &pb.SessionRequest{Call: &pb.SessionRequest_Stat{Stat: req}},
+		(*pb.SessionResponse).GetStat, func(ctx context.Context) (*pb.StatResponse, error) {
+			return c.rpc.Stat(ctx, req)
+		})
 	if err != nil {
 		return core.Info{}, err
 	}
@@ -715,9 +726,11 @@ func (c *Client) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if err := core.ValidateKey(op, key); err != nil {
 		return err
 	}
-	_, err := unary(ctx, c, op, key, func(ctx context.Context) (*pb.DeleteResponse, error) {
-		return c.rpc.Delete(ctx, &pb.DeleteRequest{Key: key, IfVersion: []byte(opts.IfVersion)})
-	})
+	req := &pb.DeleteRequest{Key: key, IfVersion: []byte(opts.IfVersion)}
+	_, err := viaSession(ctx, c, op, key, &pb.SessionRequest{Call: &pb.SessionRequest_Delete{Delete: req}},
+		(*pb.SessionResponse).GetDelete, func(ctx context.Context) (*pb.DeleteResponse, error) {
+			return c.rpc.Delete(ctx, req)
+		})
 	return err
 }
 
@@ -741,9 +754,11 @@ func (c *Client) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	if len(send) == 0 {
 		return out, nil
 	}
-	resp, err := unary(ctx, c, op, "", func(ctx context.Context) (*pb.DeleteManyResponse, error) {
-		return c.rpc.DeleteMany(ctx, &pb.DeleteManyRequest{Keys: send})
-	})
+	req := &pb.DeleteManyRequest{Keys: send}
+	resp, err := viaSession(ctx, c, op, "", &pb.SessionRequest{Call: &pb.SessionRequest_DeleteMany{DeleteMany: req}},
+		(*pb.SessionResponse).GetDeleteMany, func(ctx context.Context) (*pb.DeleteManyResponse, error) {
+			return c.rpc.DeleteMany(ctx, req)
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -785,9 +800,11 @@ func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if !utf8.ValidString(opts.StartAfter) {
 		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "StartAfter %q is not valid UTF-8, so it is no key", opts.StartAfter)
 	}
-	resp, err := unary(ctx, c, op, opts.Prefix, func(ctx context.Context) (*pb.ListResponse, error) {
-		return c.rpc.List(ctx, &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize), Delimiter: opts.Delimiter})
-	})
+	req := &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize), Delimiter: opts.Delimiter}
+	resp, err := viaSession(ctx, c, op, opts.Prefix, &pb.SessionRequest{Call: &pb.SessionRequest_List{List: req}},
+		(*pb.SessionResponse).GetList, func(ctx context.Context) (*pb.ListResponse, error) {
+			return c.rpc.List(ctx, req)
+		})
 	if err != nil {
 		return core.ListPage{}, err
 	}
@@ -823,8 +840,10 @@ func (c *Client) ReleaseGate(ctx context.Context, lease core.GateLease) error {
 	if !utf8.ValidString(lease.Name) {
 		return core.Errorf(op, lease.Name, core.ErrInvalidArgument, "gate name %q is not valid UTF-8", lease.Name)
 	}
-	_, err := unary(ctx, c, op, lease.Name, func(ctx context.Context) (*pb.ReleaseGateResponse, error) {
-		return c.rpc.ReleaseGate(ctx, &pb.ReleaseGateRequest{Name: lease.Name, Token: []byte(lease.Token)})
-	})
+	req := &pb.ReleaseGateRequest{Name: lease.Name, Token: []byte(lease.Token)}
+	_, err := viaSession(ctx, c, op, lease.Name, &pb.SessionRequest{Call: &pb.SessionRequest_ReleaseGate{ReleaseGate: req}},
+		(*pb.SessionResponse).GetReleaseGate, func(ctx context.Context) (*pb.ReleaseGateResponse, error) {
+			return c.rpc.ReleaseGate(ctx, req)
+		})
 	return err
 }

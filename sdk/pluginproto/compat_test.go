@@ -3,12 +3,15 @@ package pluginproto
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 // EnvCompatOldSDK names the sdk module directory of an earlier build (a git
@@ -84,9 +87,9 @@ func fail(err error) { fmt.Fprintln(os.Stderr, "old host:", err); os.Exit(1) }
 `
 
 // A host from this tree drives a plugin built from the old SDK (which knows
-// nothing of batch reads: the store falls back to single calls), and a
-// host built from the old SDK drives a plugin from this tree (which offers
-// batches the old host never asks for).
+// nothing of batch reads or the session: the store falls back to single
+// unary calls), and a host built from the old SDK drives a plugin from this
+// tree (which offers batches and a session the old host never asks for).
 func TestCompatWithOldSDK(t *testing.T) {
 	old := os.Getenv(envCompatOldSDK)
 	if old == "" {
@@ -120,8 +123,12 @@ func TestCompatWithOldSDK(t *testing.T) {
 
 	t.Run("new host, old plugin", func(t *testing.T) {
 		c := launch(t, "mem", func(cfg *LaunchConfig) { cfg.Path = oldPlugin })
-		if c.batch {
-			t.Fatal("the old plugin's OpenResponse read as offering batch reads")
+		if c.batch || c.sess != nil {
+			t.Fatalf("the old plugin's OpenResponse read as offering batch reads (%v) or a session (%v)", c.batch, c.sess != nil)
+		}
+		// Unary calls, including one the driver fails by kind.
+		if _, err := c.Stat(context.Background(), "nothing/here"); !errors.Is(err, core.ErrNotFound) {
+			t.Fatalf("stat of a missing key through the old plugin: %v", err)
 		}
 		s, cd := counted(t, c)
 		keys := batchFixture(t, s, 0, 10, 2<<20)
@@ -141,7 +148,7 @@ func TestCompatWithOldSDK(t *testing.T) {
 	})
 	// And this tree's plugin still offers batches to this tree's host.
 	c := launch(t, "mem")
-	if !c.batch {
-		t.Fatal("this tree's plugin does not offer batch reads")
+	if !c.batch || c.sess == nil {
+		t.Fatalf("this tree's plugin does not offer batch reads (%v) or a session (%v)", c.batch, c.sess != nil)
 	}
 }

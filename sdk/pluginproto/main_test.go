@@ -36,8 +36,8 @@ var pluginModes = map[string]func(){
 	},
 	// exit7 exits before its handshake with a status of its own.
 	"exit7": func() { os.Exit(7) },
-	// nobatch answers as a plugin that predates batch reads.
-	"nobatch": func() { serve(testAdapter, serveConfig{noBatch: true}) },
+	// legacy answers as a plugin that predates batch reads and sessions.
+	"legacy": func() { serve(testAdapter, serveConfig{legacy: true}) },
 	// v2 offers only a protocol version this host does not speak.
 	"v2": func() { serve(testAdapter, serveConfig{versions: []int{2}}) },
 	// host launches a mem plugin, prints its pid and waits to be killed.

@@ -413,8 +413,17 @@ func waitUnblocked(t *testing.T, c *Client, n int64) {
 	}
 }
 
+// TestContextCrosses: the caller's deadline and cancellation end the call
+// at once and reach the driver, over the session (mem) and as unary calls
+// (legacy, a plugin that predates the session).
 func TestContextCrosses(t *testing.T) {
-	c := launch(t, "mem")
+	for _, mode := range []string{"mem", "legacy"} {
+		t.Run(mode, func(t *testing.T) { testContextCrosses(t, mode) })
+	}
+}
+
+func testContextCrosses(t *testing.T, mode string) {
+	c := launch(t, mode)
 	ops := map[string]func(ctx context.Context) error{
 		"stat": func(ctx context.Context) error { _, err := c.Stat(ctx, "block/x"); return err },
 		"get":  func(ctx context.Context) error { _, err := c.Get(ctx, "block/x"); return err },

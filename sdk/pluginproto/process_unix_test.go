@@ -39,6 +39,11 @@ func TestPluginKilledMidCall(t *testing.T) {
 			_, err := c.Stat(ctx, "block/x")
 			return err
 		},
+		"stat-unary": func(ctx context.Context, c *Client, started chan<- struct{}) error {
+			close(started)
+			_, err := c.Stat(ctx, "block/x")
+			return err
+		},
 		"stat-many": func(ctx context.Context, c *Client, started chan<- struct{}) error {
 			close(started)
 			_, err := c.StatMany(ctx, []string{"a", "block/x"})
@@ -75,7 +80,11 @@ func TestPluginKilledMidCall(t *testing.T) {
 	}
 	for name, call := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := launch(t, "mem")
+			mode := "mem" // calls over the session
+			if strings.HasSuffix(name, "-unary") {
+				mode = "legacy"
+			}
+			c := launch(t, mode)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			started := make(chan struct{})

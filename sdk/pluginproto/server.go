@@ -43,8 +43,8 @@ func Serve(a core.Adapter) {
 type serveConfig struct {
 	// versions are the protocol versions offered; default ProtocolVersion.
 	versions []int
-	// noBatch: see server.noBatch.
-	noBatch bool
+	// legacy: see server.legacy.
+	legacy bool
 }
 
 // parentPoll is how often a plugin checks that its host is alive.
@@ -73,7 +73,7 @@ func serve(a core.Adapter, cfg serveConfig) {
 
 	go watchParent(logger, os.Getppid(), parentPoll)
 
-	srv := &server{adapter: a, noBatch: cfg.noBatch}
+	srv := &server{adapter: a, legacy: cfg.legacy}
 	versions := cfg.versions
 	if len(versions) == 0 {
 		versions = []int{ProtocolVersion}
@@ -118,9 +118,9 @@ func watchParent(logger hclog.Logger, ppid int, every time.Duration) {
 type server struct {
 	pb.UnimplementedStorageServer
 	adapter core.Adapter
-	// noBatch makes the plugin answer as one that predates batch reads, so
-	// a test can prove a host falls back to single calls.
-	noBatch bool
+	// legacy makes the plugin answer as one that predates batch reads and
+	// sessions, so a test can prove a host falls back to single unary calls.
+	legacy bool
 
 	mu  sync.Mutex
 	drv core.Driver
@@ -188,7 +188,7 @@ func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 	}
 	s.drv = d
 	_, batch := d.(core.BatchReader)
-	return &pb.OpenResponse{Adapter: s.adapter.Name, BatchReads: batch && !s.noBatch}, nil
+	return &pb.OpenResponse{Adapter: s.adapter.Name, BatchReads: batch && !s.legacy, Session: !s.legacy}, nil
 }
 
 func (s *server) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {
@@ -513,7 +513,7 @@ func (s *server) batchDriver(op string, keys int) (core.BatchReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.noBatch {
+	if s.legacy {
 		// What a plugin built before batch reads answers.
 		return nil, status.Errorf(codes.Unimplemented, "method %s not implemented", op)
 	}

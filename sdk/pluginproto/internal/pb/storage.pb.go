@@ -307,7 +307,9 @@ type OpenResponse struct {
 	// The open driver answers StatMany and GetMany. False from a plugin that
 	// predates them (or whose driver has no batch reads): the host then reads
 	// key by key.
-	BatchReads    bool `protobuf:"varint,2,opt,name=batch_reads,json=batchReads,proto3" json:"batch_reads,omitempty"`
+	BatchReads bool `protobuf:"varint,2,opt,name=batch_reads,json=batchReads,proto3" json:"batch_reads,omitempty"`
+	// The plugin serves Session (false from a plugin that predates it).
+	Session       bool `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +354,13 @@ func (x *OpenResponse) GetAdapter() string {
 func (x *OpenResponse) GetBatchReads() bool {
 	if x != nil {
 		return x.BatchReads
+	}
+	return false
+}
+
+func (x *OpenResponse) GetSession() bool {
+	if x != nil {
+		return x.Session
 	}
 	return false
 }
@@ -1924,6 +1933,390 @@ func (x *GetManyResponse) GetResults() []*GetResult {
 	return nil
 }
 
+type SessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"` // the host's, unique among the calls in flight
+	// The call's deadline, as time left when sent; 0 for none.
+	TimeoutNs int64 `protobuf:"varint,2,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// Ends the call id early (the host's caller gave up); no call field.
+	Cancel bool `protobuf:"varint,3,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*SessionRequest_Capabilities
+	//	*SessionRequest_Stat
+	//	*SessionRequest_Delete
+	//	*SessionRequest_DeleteMany
+	//	*SessionRequest_List
+	//	*SessionRequest_ReleaseGate
+	//	*SessionRequest_StatMany
+	Call          isSessionRequest_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRequest) Reset() {
+	*x = SessionRequest{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRequest) ProtoMessage() {}
+
+func (x *SessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRequest.ProtoReflect.Descriptor instead.
+func (*SessionRequest) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *SessionRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+func (x *SessionRequest) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
+}
+
+func (x *SessionRequest) GetCall() isSessionRequest_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetCapabilities() *CapabilitiesRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_Capabilities); ok {
+			return x.Capabilities
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetStat() *StatRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetDeleteMany() *DeleteManyRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_DeleteMany); ok {
+			return x.DeleteMany
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetList() *ListRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetReleaseGate() *ReleaseGateRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_ReleaseGate); ok {
+			return x.ReleaseGate
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetStatMany() *StatManyRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_StatMany); ok {
+			return x.StatMany
+		}
+	}
+	return nil
+}
+
+type isSessionRequest_Call interface {
+	isSessionRequest_Call()
+}
+
+type SessionRequest_Capabilities struct {
+	Capabilities *CapabilitiesRequest `protobuf:"bytes,10,opt,name=capabilities,proto3,oneof"`
+}
+
+type SessionRequest_Stat struct {
+	Stat *StatRequest `protobuf:"bytes,11,opt,name=stat,proto3,oneof"`
+}
+
+type SessionRequest_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,12,opt,name=delete,proto3,oneof"`
+}
+
+type SessionRequest_DeleteMany struct {
+	DeleteMany *DeleteManyRequest `protobuf:"bytes,13,opt,name=delete_many,json=deleteMany,proto3,oneof"`
+}
+
+type SessionRequest_List struct {
+	List *ListRequest `protobuf:"bytes,14,opt,name=list,proto3,oneof"`
+}
+
+type SessionRequest_ReleaseGate struct {
+	ReleaseGate *ReleaseGateRequest `protobuf:"bytes,15,opt,name=release_gate,json=releaseGate,proto3,oneof"`
+}
+
+type SessionRequest_StatMany struct {
+	StatMany *StatManyRequest `protobuf:"bytes,16,opt,name=stat_many,json=statMany,proto3,oneof"`
+}
+
+func (*SessionRequest_Capabilities) isSessionRequest_Call() {}
+
+func (*SessionRequest_Stat) isSessionRequest_Call() {}
+
+func (*SessionRequest_Delete) isSessionRequest_Call() {}
+
+func (*SessionRequest_DeleteMany) isSessionRequest_Call() {}
+
+func (*SessionRequest_List) isSessionRequest_Call() {}
+
+func (*SessionRequest_ReleaseGate) isSessionRequest_Call() {}
+
+func (*SessionRequest_StatMany) isSessionRequest_Call() {}
+
+// SessionResponse answers the request with the same id: its result, or the
+// status the unary RPC would have ended with.
+type SessionResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Code    uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"` // a gRPC status code; 0 with a result
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	Error   *ErrorDetail           `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*SessionResponse_Capabilities
+	//	*SessionResponse_Stat
+	//	*SessionResponse_Delete
+	//	*SessionResponse_DeleteMany
+	//	*SessionResponse_List
+	//	*SessionResponse_ReleaseGate
+	//	*SessionResponse_StatMany
+	Result        isSessionResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionResponse) Reset() {
+	*x = SessionResponse{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionResponse) ProtoMessage() {}
+
+func (x *SessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
+func (*SessionResponse) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *SessionResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *SessionResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SessionResponse) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetResult() isSessionResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetCapabilities() *CapabilitiesResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Capabilities); ok {
+			return x.Capabilities
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetStat() *StatResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Stat); ok {
+			return x.Stat
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetDelete() *DeleteResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetDeleteMany() *DeleteManyResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_DeleteMany); ok {
+			return x.DeleteMany
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetList() *ListResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_List); ok {
+			return x.List
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetReleaseGate() *ReleaseGateResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_ReleaseGate); ok {
+			return x.ReleaseGate
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetStatMany() *StatManyResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_StatMany); ok {
+			return x.StatMany
+		}
+	}
+	return nil
+}
+
+type isSessionResponse_Result interface {
+	isSessionResponse_Result()
+}
+
+type SessionResponse_Capabilities struct {
+	Capabilities *CapabilitiesResponse `protobuf:"bytes,10,opt,name=capabilities,proto3,oneof"`
+}
+
+type SessionResponse_Stat struct {
+	Stat *StatResponse `protobuf:"bytes,11,opt,name=stat,proto3,oneof"`
+}
+
+type SessionResponse_Delete struct {
+	Delete *DeleteResponse `protobuf:"bytes,12,opt,name=delete,proto3,oneof"`
+}
+
+type SessionResponse_DeleteMany struct {
+	DeleteMany *DeleteManyResponse `protobuf:"bytes,13,opt,name=delete_many,json=deleteMany,proto3,oneof"`
+}
+
+type SessionResponse_List struct {
+	List *ListResponse `protobuf:"bytes,14,opt,name=list,proto3,oneof"`
+}
+
+type SessionResponse_ReleaseGate struct {
+	ReleaseGate *ReleaseGateResponse `protobuf:"bytes,15,opt,name=release_gate,json=releaseGate,proto3,oneof"`
+}
+
+type SessionResponse_StatMany struct {
+	StatMany *StatManyResponse `protobuf:"bytes,16,opt,name=stat_many,json=statMany,proto3,oneof"`
+}
+
+func (*SessionResponse_Capabilities) isSessionResponse_Result() {}
+
+func (*SessionResponse_Stat) isSessionResponse_Result() {}
+
+func (*SessionResponse_Delete) isSessionResponse_Result() {}
+
+func (*SessionResponse_DeleteMany) isSessionResponse_Result() {}
+
+func (*SessionResponse_List) isSessionResponse_Result() {}
+
+func (*SessionResponse_ReleaseGate) isSessionResponse_Result() {}
+
+func (*SessionResponse_StatMany) isSessionResponse_Result() {}
+
 var File_retain_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_retain_storage_v1_storage_proto_rawDesc = "" +
@@ -1950,11 +2343,12 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\fR\aversion\x125\n" +
 	"\bmod_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\amodTime\"F\n" +
 	"\vOpenRequest\x127\n" +
-	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"I\n" +
+	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"c\n" +
 	"\fOpenResponse\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x1f\n" +
 	"\vbatch_reads\x18\x02 \x01(\bR\n" +
-	"batchReads\"\x15\n" +
+	"batchReads\x12\x18\n" +
+	"\asession\x18\x03 \x01(\bR\asession\"\x15\n" +
 	"\x13CapabilitiesRequest\"d\n" +
 	"\n" +
 	"Capability\x12\x14\n" +
@@ -2056,7 +2450,37 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x124\n" +
 	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"I\n" +
 	"\x0fGetManyResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults2\xe4\a\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\"\xad\x04\n" +
+	"\x0eSessionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x02 \x01(\x03R\ttimeoutNs\x12\x16\n" +
+	"\x06cancel\x18\x03 \x01(\bR\x06cancel\x12L\n" +
+	"\fcapabilities\x18\n" +
+	" \x01(\v2&.retain.storage.v1.CapabilitiesRequestH\x00R\fcapabilities\x124\n" +
+	"\x04stat\x18\v \x01(\v2\x1e.retain.storage.v1.StatRequestH\x00R\x04stat\x12:\n" +
+	"\x06delete\x18\f \x01(\v2 .retain.storage.v1.DeleteRequestH\x00R\x06delete\x12G\n" +
+	"\vdelete_many\x18\r \x01(\v2$.retain.storage.v1.DeleteManyRequestH\x00R\n" +
+	"deleteMany\x124\n" +
+	"\x04list\x18\x0e \x01(\v2\x1e.retain.storage.v1.ListRequestH\x00R\x04list\x12J\n" +
+	"\frelease_gate\x18\x0f \x01(\v2%.retain.storage.v1.ReleaseGateRequestH\x00R\vreleaseGate\x12A\n" +
+	"\tstat_many\x18\x10 \x01(\v2\".retain.storage.v1.StatManyRequestH\x00R\bstatManyB\x06\n" +
+	"\x04call\"\xe4\x04\n" +
+	"\x0fSessionResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x124\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\x12M\n" +
+	"\fcapabilities\x18\n" +
+	" \x01(\v2'.retain.storage.v1.CapabilitiesResponseH\x00R\fcapabilities\x125\n" +
+	"\x04stat\x18\v \x01(\v2\x1f.retain.storage.v1.StatResponseH\x00R\x04stat\x12;\n" +
+	"\x06delete\x18\f \x01(\v2!.retain.storage.v1.DeleteResponseH\x00R\x06delete\x12H\n" +
+	"\vdelete_many\x18\r \x01(\v2%.retain.storage.v1.DeleteManyResponseH\x00R\n" +
+	"deleteMany\x125\n" +
+	"\x04list\x18\x0e \x01(\v2\x1f.retain.storage.v1.ListResponseH\x00R\x04list\x12K\n" +
+	"\frelease_gate\x18\x0f \x01(\v2&.retain.storage.v1.ReleaseGateResponseH\x00R\vreleaseGate\x12B\n" +
+	"\tstat_many\x18\x10 \x01(\v2#.retain.storage.v1.StatManyResponseH\x00R\bstatManyB\b\n" +
+	"\x06result2\xba\b\n" +
 	"\aStorage\x12G\n" +
 	"\x04Open\x12\x1e.retain.storage.v1.OpenRequest\x1a\x1f.retain.storage.v1.OpenResponse\x12_\n" +
 	"\fCapabilities\x12&.retain.storage.v1.CapabilitiesRequest\x1a'.retain.storage.v1.CapabilitiesResponse\x12F\n" +
@@ -2070,7 +2494,8 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\vAcquireGate\x12%.retain.storage.v1.AcquireGateRequest\x1a&.retain.storage.v1.AcquireGateResponse\x12\\\n" +
 	"\vReleaseGate\x12%.retain.storage.v1.ReleaseGateRequest\x1a&.retain.storage.v1.ReleaseGateResponse\x12S\n" +
 	"\bStatMany\x12\".retain.storage.v1.StatManyRequest\x1a#.retain.storage.v1.StatManyResponse\x12R\n" +
-	"\aGetMany\x12!.retain.storage.v1.GetManyRequest\x1a\".retain.storage.v1.GetManyResponse0\x01B:Z8github.com/retain-dev/retain/sdk/pluginproto/internal/pbb\x06proto3"
+	"\aGetMany\x12!.retain.storage.v1.GetManyRequest\x1a\".retain.storage.v1.GetManyResponse0\x01\x12T\n" +
+	"\aSession\x12!.retain.storage.v1.SessionRequest\x1a\".retain.storage.v1.SessionResponse(\x010\x01B:Z8github.com/retain-dev/retain/sdk/pluginproto/internal/pbb\x06proto3"
 
 var (
 	file_retain_storage_v1_storage_proto_rawDescOnce sync.Once
@@ -2084,7 +2509,7 @@ func file_retain_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_retain_storage_v1_storage_proto_rawDescData
 }
 
-var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*ErrorDetail)(nil),           // 0: retain.storage.v1.ErrorDetail
 	(*Location)(nil),              // 1: retain.storage.v1.Location
@@ -2120,12 +2545,14 @@ var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*GetManyRequest)(nil),        // 31: retain.storage.v1.GetManyRequest
 	(*GetResult)(nil),             // 32: retain.storage.v1.GetResult
 	(*GetManyResponse)(nil),       // 33: retain.storage.v1.GetManyResponse
-	nil,                           // 34: retain.storage.v1.Location.OptionsEntry
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(*SessionRequest)(nil),        // 34: retain.storage.v1.SessionRequest
+	(*SessionResponse)(nil),       // 35: retain.storage.v1.SessionResponse
+	nil,                           // 36: retain.storage.v1.Location.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
 }
 var file_retain_storage_v1_storage_proto_depIdxs = []int32{
-	34, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
-	35, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
+	36, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
+	37, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: retain.storage.v1.OpenRequest.location:type_name -> retain.storage.v1.Location
 	6,  // 3: retain.storage.v1.CapabilitiesResponse.create_if_absent:type_name -> retain.storage.v1.Capability
 	6,  // 4: retain.storage.v1.CapabilitiesResponse.replace_if_version:type_name -> retain.storage.v1.Capability
@@ -2145,35 +2572,52 @@ var file_retain_storage_v1_storage_proto_depIdxs = []int32{
 	2,  // 18: retain.storage.v1.GetResult.info:type_name -> retain.storage.v1.Info
 	0,  // 19: retain.storage.v1.GetResult.error:type_name -> retain.storage.v1.ErrorDetail
 	32, // 20: retain.storage.v1.GetManyResponse.results:type_name -> retain.storage.v1.GetResult
-	3,  // 21: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
-	5,  // 22: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
-	10, // 23: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
-	12, // 24: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
-	15, // 25: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
-	17, // 26: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
-	19, // 27: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
-	22, // 28: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
-	24, // 29: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
-	26, // 30: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
-	28, // 31: retain.storage.v1.Storage.StatMany:input_type -> retain.storage.v1.StatManyRequest
-	31, // 32: retain.storage.v1.Storage.GetMany:input_type -> retain.storage.v1.GetManyRequest
-	4,  // 33: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
-	9,  // 34: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
-	11, // 35: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
-	13, // 36: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
-	16, // 37: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
-	18, // 38: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
-	21, // 39: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
-	23, // 40: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
-	25, // 41: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
-	27, // 42: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
-	30, // 43: retain.storage.v1.Storage.StatMany:output_type -> retain.storage.v1.StatManyResponse
-	33, // 44: retain.storage.v1.Storage.GetMany:output_type -> retain.storage.v1.GetManyResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	5,  // 21: retain.storage.v1.SessionRequest.capabilities:type_name -> retain.storage.v1.CapabilitiesRequest
+	12, // 22: retain.storage.v1.SessionRequest.stat:type_name -> retain.storage.v1.StatRequest
+	17, // 23: retain.storage.v1.SessionRequest.delete:type_name -> retain.storage.v1.DeleteRequest
+	19, // 24: retain.storage.v1.SessionRequest.delete_many:type_name -> retain.storage.v1.DeleteManyRequest
+	22, // 25: retain.storage.v1.SessionRequest.list:type_name -> retain.storage.v1.ListRequest
+	26, // 26: retain.storage.v1.SessionRequest.release_gate:type_name -> retain.storage.v1.ReleaseGateRequest
+	28, // 27: retain.storage.v1.SessionRequest.stat_many:type_name -> retain.storage.v1.StatManyRequest
+	0,  // 28: retain.storage.v1.SessionResponse.error:type_name -> retain.storage.v1.ErrorDetail
+	9,  // 29: retain.storage.v1.SessionResponse.capabilities:type_name -> retain.storage.v1.CapabilitiesResponse
+	13, // 30: retain.storage.v1.SessionResponse.stat:type_name -> retain.storage.v1.StatResponse
+	18, // 31: retain.storage.v1.SessionResponse.delete:type_name -> retain.storage.v1.DeleteResponse
+	21, // 32: retain.storage.v1.SessionResponse.delete_many:type_name -> retain.storage.v1.DeleteManyResponse
+	23, // 33: retain.storage.v1.SessionResponse.list:type_name -> retain.storage.v1.ListResponse
+	27, // 34: retain.storage.v1.SessionResponse.release_gate:type_name -> retain.storage.v1.ReleaseGateResponse
+	30, // 35: retain.storage.v1.SessionResponse.stat_many:type_name -> retain.storage.v1.StatManyResponse
+	3,  // 36: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
+	5,  // 37: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
+	10, // 38: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
+	12, // 39: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
+	15, // 40: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
+	17, // 41: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
+	19, // 42: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
+	22, // 43: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
+	24, // 44: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
+	26, // 45: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
+	28, // 46: retain.storage.v1.Storage.StatMany:input_type -> retain.storage.v1.StatManyRequest
+	31, // 47: retain.storage.v1.Storage.GetMany:input_type -> retain.storage.v1.GetManyRequest
+	34, // 48: retain.storage.v1.Storage.Session:input_type -> retain.storage.v1.SessionRequest
+	4,  // 49: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
+	9,  // 50: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
+	11, // 51: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
+	13, // 52: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
+	16, // 53: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
+	18, // 54: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
+	21, // 55: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
+	23, // 56: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
+	25, // 57: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
+	27, // 58: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
+	30, // 59: retain.storage.v1.Storage.StatMany:output_type -> retain.storage.v1.StatManyResponse
+	33, // 60: retain.storage.v1.Storage.GetMany:output_type -> retain.storage.v1.GetManyResponse
+	35, // 61: retain.storage.v1.Storage.Session:output_type -> retain.storage.v1.SessionResponse
+	49, // [49:62] is the sub-list for method output_type
+	36, // [36:49] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_retain_storage_v1_storage_proto_init() }
@@ -2182,13 +2626,31 @@ func file_retain_storage_v1_storage_proto_init() {
 		return
 	}
 	file_retain_storage_v1_storage_proto_msgTypes[14].OneofWrappers = []any{}
+	file_retain_storage_v1_storage_proto_msgTypes[34].OneofWrappers = []any{
+		(*SessionRequest_Capabilities)(nil),
+		(*SessionRequest_Stat)(nil),
+		(*SessionRequest_Delete)(nil),
+		(*SessionRequest_DeleteMany)(nil),
+		(*SessionRequest_List)(nil),
+		(*SessionRequest_ReleaseGate)(nil),
+		(*SessionRequest_StatMany)(nil),
+	}
+	file_retain_storage_v1_storage_proto_msgTypes[35].OneofWrappers = []any{
+		(*SessionResponse_Capabilities)(nil),
+		(*SessionResponse_Stat)(nil),
+		(*SessionResponse_Delete)(nil),
+		(*SessionResponse_DeleteMany)(nil),
+		(*SessionResponse_List)(nil),
+		(*SessionResponse_ReleaseGate)(nil),
+		(*SessionResponse_StatMany)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_retain_storage_v1_storage_proto_rawDesc), len(file_retain_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

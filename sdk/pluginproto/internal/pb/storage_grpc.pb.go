@@ -39,6 +39,7 @@ const (
 	Storage_ReleaseGate_FullMethodName  = "/retain.storage.v1.Storage/ReleaseGate"
 	Storage_StatMany_FullMethodName     = "/retain.storage.v1.Storage/StatMany"
 	Storage_GetMany_FullMethodName      = "/retain.storage.v1.Storage/GetMany"
+	Storage_Session_FullMethodName      = "/retain.storage.v1.Storage/Session"
 )
 
 // StorageClient is the client API for Storage service.
@@ -73,6 +74,13 @@ type StorageClient interface {
 	// GetMany streams whole results in key order, several to a message; the
 	// stream ends normally only after one result for every key.
 	GetMany(ctx context.Context, in *GetManyRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GetManyResponse], error)
+	// Session carries the calls that wait for one small answer (Capabilities,
+	// Stat, Delete, DeleteMany, List, ReleaseGate, StatMany) over one
+	// long-lived stream, many in flight, matched by id: a call then costs a
+	// message each way instead of a new HTTP/2 stream. Opened only with a
+	// plugin whose OpenResponse says session; the unary RPCs above stay for
+	// hosts and plugins that predate it.
+	Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error)
 }
 
 type storageClient struct {
@@ -224,6 +232,19 @@ func (c *storageClient) GetMany(ctx context.Context, in *GetManyRequest, opts ..
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Storage_GetManyClient = grpc.ServerStreamingClient[GetManyResponse]
 
+func (c *storageClient) Session(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SessionRequest, SessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Storage_ServiceDesc.Streams[3], Storage_Session_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SessionRequest, SessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Storage_SessionClient = grpc.BidiStreamingClient[SessionRequest, SessionResponse]
+
 // StorageServer is the server API for Storage service.
 // All implementations must embed UnimplementedStorageServer
 // for forward compatibility.
@@ -256,6 +277,13 @@ type StorageServer interface {
 	// GetMany streams whole results in key order, several to a message; the
 	// stream ends normally only after one result for every key.
 	GetMany(*GetManyRequest, grpc.ServerStreamingServer[GetManyResponse]) error
+	// Session carries the calls that wait for one small answer (Capabilities,
+	// Stat, Delete, DeleteMany, List, ReleaseGate, StatMany) over one
+	// long-lived stream, many in flight, matched by id: a call then costs a
+	// message each way instead of a new HTTP/2 stream. Opened only with a
+	// plugin whose OpenResponse says session; the unary RPCs above stay for
+	// hosts and plugins that predate it.
+	Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error
 	mustEmbedUnimplementedStorageServer()
 }
 
@@ -301,6 +329,9 @@ func (UnimplementedStorageServer) StatMany(context.Context, *StatManyRequest) (*
 }
 func (UnimplementedStorageServer) GetMany(*GetManyRequest, grpc.ServerStreamingServer[GetManyResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method GetMany not implemented")
+}
+func (UnimplementedStorageServer) Session(grpc.BidiStreamingServer[SessionRequest, SessionResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Session not implemented")
 }
 func (UnimplementedStorageServer) mustEmbedUnimplementedStorageServer() {}
 func (UnimplementedStorageServer) testEmbeddedByValue()                 {}
@@ -514,6 +545,13 @@ func _Storage_GetMany_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Storage_GetManyServer = grpc.ServerStreamingServer[GetManyResponse]
 
+func _Storage_Session_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(StorageServer).Session(&grpc.GenericServerStream[SessionRequest, SessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Storage_SessionServer = grpc.BidiStreamingServer[SessionRequest, SessionResponse]
+
 // Storage_ServiceDesc is the grpc.ServiceDesc for Storage service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -573,6 +611,12 @@ var Storage_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "GetMany",
 			Handler:       _Storage_GetMany_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Session",
+			Handler:       _Storage_Session_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "retain/storage/v1/storage.proto",

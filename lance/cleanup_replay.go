@@ -649,12 +649,15 @@ func (st *replay) apply(op *txnOp, name string, i int) error {
 			st.idx[r[1]] = replayIndex{name: ix.name, baseID: ix.baseID, key: k}
 		}
 	case txnCreateIndex:
-		names := map[string]bool{}
-		for _, ix := range op.newIndexes {
-			names[ix.Name] = true
-		}
+		// Lance 12 drops the indices the transaction lists as removed,
+		// and keeps others of the same name (an index optimisation adds
+		// a delta beside the old one; older Lance dropped by name: a
+		// replay that keeps too much fails the check at the run's end).
 		removed := map[string]bool{}
 		for _, ix := range op.removedIndexes {
+			removed[ix.UUID] = true
+		}
+		for _, ix := range op.newIndexes {
 			removed[ix.UUID] = true
 		}
 		var add []replayIndex
@@ -666,8 +669,8 @@ func (st *replay) apply(op *txnOp, name string, i int) error {
 			st.enter(k, i)
 			add = append(add, replayIndex{name: ix.Name, key: k})
 		}
-		for u, ix := range st.idx {
-			if names[ix.name] || removed[u] {
+		for u := range st.idx {
+			if removed[u] {
 				st.dropIndex(u, i)
 			}
 		}

@@ -2,6 +2,7 @@ package lance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -56,7 +57,22 @@ func replaySpec(i int) diffWorkload {
 		case k < 62:
 			add(step{"op": "update", "where": fmt.Sprintf("id = %d", r.Intn(rows)), "values": map[string]string{"v": fmt.Sprintf("'u%d'", j)}})
 		case k < 72:
-			add(step{"op": "createIndex", "column": "id"})
+			// Scalar (btree on id, bitmap on v), full-text on v (the
+			// bitmap's name: one replaces the other) and, with vectors, IVF_FLAT.
+			kinds := 3
+			if replayVectors(i) {
+				kinds = 4
+			}
+			switch r.Intn(kinds) {
+			case 0:
+				add(step{"op": "createIndex", "column": "id"})
+			case 1:
+				add(step{"op": "createIndex", "column": "v", "index": "bitmap"})
+			case 2:
+				add(step{"op": "createIndex", "column": "v", "index": "fts"})
+			default:
+				add(step{"op": "createIndex", "column": "vector", "index": "ivfFlat"})
+			}
 		case k < 80:
 			add(step{"op": "optimize", "cleanupOlderThanAt": 0})
 		case k < 84 && !tagged:
@@ -81,6 +97,9 @@ func replaySpec(i int) diffWorkload {
 	add(step{"op": "add", "rows": 1})
 	return w
 }
+
+// replayVectors: workload i's rows carry a vector column.
+func replayVectors(i int) bool { return i%3 != 1 }
 
 // comparable returns p's JSON with what may differ between the planners
 // blanked: the planning time, and the timestamp of a version the replay
@@ -174,10 +193,21 @@ func TestReplayPlanner(t *testing.T) {
 	for i := 0; i < replayWorkloads; i++ {
 		w := replaySpec(i)
 		ws = append(ws, w)
-		jobs = append(jobs, buildJob(filepath.Join(base, w.name, "db"), "t", w.naming, w.steps))
+		job := buildJob(filepath.Join(base, w.name, "db"), "t", w.naming, w.steps)
+		job["vectors"] = replayVectors(i)
+		jobs = append(jobs, job)
 	}
 	oracleRun(t, jobs...)
-	t.Logf("built %d workloads in %v", len(jobs), time.Since(start).Round(time.Millisecond))
+	indexes := map[string]int{}
+	for _, w := range ws {
+		for _, s := range w.steps {
+			if s["op"] == "createIndex" {
+				k, _ := s["index"].(string)
+				indexes[cmp.Or(k, "btree")]++
+			}
+		}
+	}
+	t.Logf("built %d workloads in %v; index builds %v", len(jobs), time.Since(start).Round(time.Millisecond), indexes)
 	t.Run("differential", func(t *testing.T) { testReplayDifferential(t, base, ws) })
 	t.Run("tampered", func(t *testing.T) { testReplayTampered(t, base, ws) })
 }

@@ -11,7 +11,8 @@
 //   {"op": "add", "rows": 2, "on": "b"}    appends the next ids
 //   {"op": "delete", "where": "id = 1"}     makes a deletion file
 //   {"op": "update", "where": "id = 2", "values": {"v": "'x'"}}
-//   {"op": "createIndex", "column": "id"}   scalar index
+//   {"op": "createIndex", "column": "id"}   scalar index (btree); "index" picks another kind:
+//       "bitmap" or "fts" (on "v"), "ivfFlat" (on "vector", two partitions)
 //   {"op": "tagCreate", "name": "t1", "version": 2}
 //   {"op": "branchCreate", "name": "b", "from": "main", "version": 3}
 //   {"op": "branchCheckout", "name": "b"}
@@ -22,6 +23,7 @@
 //   {"op": "addMany", "count": 300}        count single-row appends (benchmarks)
 //   {"op": "drop"}                          drops the table (a later create recreates it)
 //   {"op": "migrateManifestPathsV2"}        renames V1 manifests to V2 names (Lance's own migration)
+// "vectors": true gives every row a 4-dimensional "vector" column too.
 // "storageOptions" (object, optional) is passed to connect, for object stores;
 // "files" is only listed for a local dir.
 // Output: {"table": path, "steps": [{"op", "version"}...],
@@ -33,10 +35,29 @@ const fs = require("fs");
 const path = require("path");
 const lancedb = require("@lancedb/lancedb");
 
-function rows(start, n) {
+function rows(start, n, vectors) {
   const out = [];
-  for (let i = start; i < start + n; i++) out.push({ id: i, v: "row-" + i });
+  for (let i = start; i < start + n; i++) {
+    const r = { id: i, v: "row-" + i };
+    // LanceDB infers a fixed-size float vector for a column named "vector".
+    if (vectors) r.vector = [Math.sin(i), Math.cos(i), i % 7, 1];
+    out.push(r);
+  }
   return out;
+}
+
+function indexConfig(kind) {
+  switch (kind) {
+    case undefined:
+      return undefined;
+    case "bitmap":
+      return { config: lancedb.Index.bitmap() };
+    case "fts":
+      return { config: lancedb.Index.fts() };
+    case "ivfFlat":
+      return { config: lancedb.Index.ivfFlat({ numPartitions: 2 }) };
+  }
+  throw new Error("unknown index kind " + kind);
 }
 
 function walk(root) {
@@ -92,7 +113,7 @@ async function build(spec) {
       case "create": {
         const opts = {};
         if (spec.naming === "v1") opts.storageOptions = { new_table_enable_v2_manifest_paths: "false" };
-        handles.main = await db.createTable(name, rows(0, s.rows || 1), opts);
+        handles.main = await db.createTable(name, rows(0, s.rows || 1, spec.vectors), opts);
         next = s.rows || 1;
         break;
       }
@@ -101,12 +122,12 @@ async function build(spec) {
         next = s.nextId || 0;
         break;
       case "add":
-        await get(s).add(rows(next, s.rows || 1));
+        await get(s).add(rows(next, s.rows || 1, spec.vectors));
         next += s.rows || 1;
         break;
       case "addMany":
         for (let i = 0; i < s.count; i++) {
-          await get(s).add(rows(next, 1));
+          await get(s).add(rows(next, 1, spec.vectors));
           next++;
         }
         break;
@@ -117,7 +138,7 @@ async function build(spec) {
         await get(s).update({ where: s.where, values: s.values });
         break;
       case "createIndex":
-        await get(s).createIndex(s.column);
+        await get(s).createIndex(s.column, indexConfig(s.index));
         break;
       case "tagCreate":
         await (await get(s).tags()).create(s.name, s.version);

@@ -172,7 +172,7 @@ func reconcile(ctx context.Context, s *core.Store, reg *registry.Registry, scope
 	// Act. The head proved itself: a record that lags (a commit whose
 	// record write was lost) is settled first, so registry cleanup never
 	// removes a version the chain from it to the head needs.
-	if p.check != registry.HeadRecordCurrent && p.snap.Format == registry.Format && p.v > 0 {
+	if p.check != registry.HeadRecordCurrent && p.snap.Chained() && p.v > 0 {
 		if err := reg.WriteHeadRecord(ctx, p.v, p.snap); err != nil {
 			return fmt.Errorf("settling the registry's head record: %w", err)
 		}

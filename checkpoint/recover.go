@@ -355,14 +355,14 @@ func (r *recovery) readBase(ctx context.Context) error {
 			// the checkpoints they published come back from their pins).
 			// A record that is not current is settled by a new version.
 			r.base, r.top, r.rep.From = snap, v, v
-			r.mismatch = hm != nil || (check != registry.HeadRecordCurrent && snap.Format == registry.Format)
+			r.mismatch = hm != nil || (check != registry.HeadRecordCurrent && snap.Chained())
 			return r.readPrev(ctx)
 		case hm == nil:
 			return err
 		}
 		untrusted = snap
-	} else if !errors.Is(err, registry.ErrCorruptRegistry) {
-		return err
+	} else if !errors.Is(err, registry.ErrCorruptRegistry) || errors.Is(err, registry.ErrNewerRegistry) {
+		return err // a newer build's version is not damage: never rebuild below it
 	}
 	// The head does not read, or is not the one its commit recorded:
 	// build on the newest version below it that reads and that nothing
@@ -391,7 +391,7 @@ func (r *recovery) readBase(ctx context.Context) error {
 			r.base, r.rep.From = snap, vs[i]
 			break
 		}
-		if !errors.Is(err, registry.ErrCorruptRegistry) {
+		if !errors.Is(err, registry.ErrCorruptRegistry) || errors.Is(err, registry.ErrNewerRegistry) {
 			return err
 		}
 		r.rep.Corrupt = append(r.rep.Corrupt, vs[i])

@@ -49,6 +49,12 @@ var (
 	// the authority for what is retained, so nothing is decided from a
 	// registry this build cannot fully read.
 	ErrCorruptRegistry = errors.New("corrupt checkpoint registry")
+	// ErrNewerRegistry: a stored registry version has a format newer than
+	// this build reads: a newer retain wrote it. It also matches
+	// ErrCorruptRegistry (nothing is decided from it), but it is not
+	// damage: registry recover refuses to rebuild over it, and the way out
+	// is running that newer build.
+	ErrNewerRegistry = errors.New("registry version written by a newer retain")
 	// ErrRefMismatch: a registry version's bytes are not the ones a
 	// registry ref names (kind core.ErrPreconditionFailed).
 	ErrRefMismatch = errors.New("registry version is not the one the ref names")

@@ -190,6 +190,10 @@ func (s *Snapshot) normalize() {
 // committed as; zero for a draft that is not committed yet and for Empty.
 func (s *Snapshot) Ref() Ref { return s.ref }
 
+// Chained reports whether s names its predecessor (every format but the
+// first): a head record that is not current is then settled by a commit.
+func (s *Snapshot) Chained() bool { return s.Format != formatUnchained }
+
 // IsDraft reports whether s came from Next and may be edited.
 func (s *Snapshot) IsDraft() bool { return s.draft }
 
@@ -257,6 +261,9 @@ func (s *Snapshot) encode() ([]byte, map[string][]byte, *segState, Ref, error) {
 // format other than Format, a version other than want or a broken
 // invariant are ErrCorruptRegistry.
 func decode(key string, body []byte, want Version) (*Snapshot, error) {
+	if f := peekFormat(body); f > formatSegmented {
+		return nil, newer(key, want, f)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	var s Snapshot
@@ -265,6 +272,9 @@ func decode(key string, body []byte, want Version) (*Snapshot, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, corrupt("read", key, nil, "registry version %d has data after the snapshot", want)
+	}
+	if s.Format > formatSegmented {
+		return nil, newer(key, want, s.Format)
 	}
 	if s.Format != Format && s.Format != formatUnchained {
 		return nil, corrupt("read", key, nil, "registry version %d has format %d; this build reads formats %d to %d", want, s.Format, formatUnchained, formatSegmented)
@@ -642,4 +652,10 @@ func validDigest(d string) bool {
 	}
 	_, err := hex.DecodeString(h)
 	return err == nil && strings.ToLower(h) == h
+}
+
+// newer is the refusal of a version a newer build wrote.
+func newer(key string, v Version, format int) error {
+	return &Error{Op: "read", Key: key, Err: ErrCorruptRegistry, Cause: ErrNewerRegistry,
+		Msg: fmt.Sprintf("registry version %d has format %d, which a newer retain writes (this build reads formats %d to %d): run that build or a newer one; do not run `retain registry recover` from this one, which would rebuild below it", v, format, formatUnchained, formatSegmented)}
 }

@@ -152,9 +152,22 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store) (*Report, err
 // reclaims, in that order. A store whose authority is in doubt is left
 // exactly as it was.
 func reconcile(ctx context.Context, s *core.Store, reg *registry.Registry, scope core.Scope, rep *Report, readOnly bool) error {
+	// The tables are discovered while the head and the sidecars are read.
+	var tables []string
+	var discErr error
+	discovered := make(chan struct{})
+	go func() {
+		defer close(discovered)
+		tables, discErr = DiscoverTables(ctx, s)
+	}()
+	defer func() { <-discovered }()
 	p, err := readHead(ctx, s, reg, scope, rep)
 	if err != nil {
 		return err
+	}
+	p.discover = func() ([]string, error) {
+		<-discovered
+		return tables, discErr
 	}
 	if err := p.judgeSidecars(ctx); err != nil {
 		return err
@@ -225,6 +238,9 @@ type reconcilePass struct {
 	// (roots read in full only). Repairs judge a pin by it rather than
 	// read its tag again.
 	listed map[string]map[string]lance.Tag
+
+	// discover returns the store's tables (DiscoverTables, started early).
+	discover func() ([]string, error)
 
 	// Set while acting: "root:tag" deleted with their sidecar, and paths
 	// with a conflict (left alone by reclaim).
@@ -313,7 +329,11 @@ func (p *reconcilePass) explain(root, tag string) {
 // explainLive finds the store's tables and the pins every live checkpoint
 // needs: its registry pin and one pin per row.
 func (p *reconcilePass) explainLive(ctx context.Context) error {
-	paths, err := DiscoverTables(ctx, p.s)
+	discover := p.discover
+	if discover == nil {
+		discover = func() ([]string, error) { return DiscoverTables(ctx, p.s) }
+	}
+	paths, err := discover()
 	if err != nil {
 		return err
 	}

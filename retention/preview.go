@@ -211,6 +211,9 @@ type Policy struct {
 	// than read each pinned manifest a second time.
 	verified   func(registry.Row) bool
 	verifiedAt uint64
+	// onHead, set by Run, is called with the registry head as soon as root
+	// planning has read it, before any table is planned.
+	onHead func(*registry.Snapshot)
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -224,6 +227,8 @@ type StorePlan struct {
 	Checkpoints     []Checkpoint `json:"checkpoints"`
 	Tables          []TablePlan  `json:"tables"`
 	Totals          Totals       `json:"totals"`
+	// snap is the registry head the plan was made against.
+	snap *registry.Snapshot
 }
 
 // PolicyEcho is the window the plan was made with.
@@ -324,6 +329,10 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	}
 	plan.RegistryVersion = rs.RegistryVersion
 	plan.Checkpoints = rs.Checkpoints
+	plan.snap = rs.snap
+	if p.onHead != nil {
+		p.onHead(rs.snap)
+	}
 
 	// Every table is planned side by side; a failure that refuses the
 	// whole store is the first in table order.

@@ -177,14 +177,22 @@ func planRegistryFrom(rr registryReads, snap *registry.Snapshot, p Policy, now t
 // pins still do not keep; failures are recorded for resume.
 func cleanRegistry(ctx context.Context, s *core.Store, au *auditor, rc *RegistryCleanup) {
 	reg := registry.Open(s, registry.Options{})
+	// The head record is read while the head and its pins are.
+	var floor registry.Version
+	var floorErr error
+	recorded := make(chan struct{})
+	go func() {
+		defer close(recorded)
+		floor, floorErr = reg.RecordedVersion(ctx)
+	}()
 	_, snap, err := reg.Head(ctx)
 	var keep map[uint64]string
-	var floor registry.Version
 	if err == nil {
 		keep, err = registryPins(ctx, s, snap)
 	}
+	<-recorded
 	if err == nil {
-		floor, err = reg.RecordedVersion(ctx)
+		err = floorErr
 	}
 	if err != nil {
 		rc.State, rc.Error = TableFailed, "re-reading the registry pins: "+err.Error()

@@ -25,6 +25,8 @@ type RootSet struct {
 	// Tables are the store's tables (checkpoint.DiscoverTables), sorted by
 	// path, every one of them, pinned or not.
 	Tables []TableRoots
+	// snap is the registry head read.
+	snap *registry.Snapshot
 }
 
 // TableRoots is one table's extra roots.
@@ -69,12 +71,21 @@ func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
 // commits already confirmed at that version (Policy.verified): they are
 // not read again.
 func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string, verifiedBy func(uint64) func(registry.Row) bool) (*RootSet, error) {
+	// The tables are discovered while the registry head is read.
+	var tables []string
+	var discErr error
+	discovered := make(chan struct{})
+	go func() {
+		defer close(discovered)
+		tables, discErr = checkpoint.DiscoverTables(ctx, s)
+	}()
 	// The registry: live checkpoints and their rows.
 	rv, snap, err := registry.Open(s, registry.Options{}).Head(ctx)
+	<-discovered
 	if err != nil {
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "reading the checkpoint registry head", Cause: err}
 	}
-	rs := &RootSet{RegistryVersion: uint64(rv), Checkpoints: []Checkpoint{}, Tables: []TableRoots{}}
+	rs := &RootSet{RegistryVersion: uint64(rv), Checkpoints: []Checkpoint{}, Tables: []TableRoots{}, snap: snap}
 	var verified func(registry.Row) bool
 	if verifiedBy != nil {
 		verified = verifiedBy(uint64(rv))
@@ -87,9 +98,8 @@ func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string, ve
 		}
 	}
 
-	tables, err := checkpoint.DiscoverTables(ctx, s)
-	if err != nil {
-		return nil, &RefusedError{Reason: "discovering the store's tables", Cause: err}
+	if discErr != nil {
+		return nil, &RefusedError{Reason: "discovering the store's tables", Cause: discErr}
 	}
 	found := map[string]bool{}
 	for _, t := range tables {

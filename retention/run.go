@@ -195,6 +195,11 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	}
 	// The pins reconcile just read under this claim are not read again.
 	p.verified, p.verifiedAt = rep.Reconcile.CommitVerified, uint64(rep.Reconcile.RegistryVersion)
+	// The registry's own cleanup is read while the tables are planned.
+	var pre *registryPrefetch
+	pctx, stopPrefetch := context.WithCancel(ctx)
+	defer stopPrefetch()
+	p.onHead = func(snap *registry.Snapshot) { pre = prefetchRegistry(pctx, s, snap) }
 	plan, err := Preview(ctx, s, p)
 	if err != nil {
 		return rep, err
@@ -204,7 +209,7 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 		return rep, err
 	}
 
-	b, err := planBoundaries(ctx, s, scope, p, plan, op, h, o.Online, rep)
+	b, err := planBoundaries(ctx, s, scope, p, plan, op, h, o.Online, rep, pre)
 	if err != nil {
 		return rep, err
 	}
@@ -250,7 +255,16 @@ func checkRun(p Policy, o RunOptions) error {
 // sidecars are pending or another cleanup run is unfinished: either could
 // hold roots this run cannot see.
 func preflightRun(ctx context.Context, s *core.Store) error {
+	// The two listings side by side.
+	var open []string
+	var openErr error
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		open, openErr = OpenRuns(ctx, s)
+	}()
 	pending, err := checkpoint.PendingSidecars(ctx, s)
+	<-listed
 	if err != nil {
 		return err
 	}
@@ -258,9 +272,8 @@ func preflightRun(ctx context.Context, s *core.Store) error {
 		return fmt.Errorf("%w: %d (first %q): a checkpoint create is in flight or died; run `retain reconcile`, then cleanup again; nothing was deleted: %w",
 			ErrSidecarsPending, len(pending), pending[0], core.Errorf("cleanup-run", pending[0], core.ErrPreconditionFailed, "recovery sidecars pending"))
 	}
-	open, err := OpenRuns(ctx, s)
-	if err != nil {
-		return err
+	if openErr != nil {
+		return openErr
 	}
 	if len(open) > 0 {
 		return openRunError(ctx, s, open)
@@ -320,15 +333,22 @@ type runBoundaries struct {
 // planBoundaries turns the store plan into one gc_boundary row per table
 // with files to remove (recorded in rep.Boundaries) and the journal that
 // will carry the run. It refuses if the registry moved since the plan was
-// made.
-func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Policy, plan *StorePlan, op string, h *claim.Handle, online bool, rep *RunReport) (*runBoundaries, error) {
+// made. The plan's own registry head (read under the claim) is the one
+// drafted on, without reading it again: the boundary commit is
+// conditional on it, so a registry that moved since fails that commit and
+// the run deletes nothing. pre, when it read that same head, is the
+// registry's own cleanup read ahead.
+func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Policy, plan *StorePlan, op string, h *claim.Handle, online bool, rep *RunReport, pre *registryPrefetch) (*runBoundaries, error) {
 	reg := registry.Open(s, registry.Options{Scope: scope})
-	rv, snap, err := reg.Head(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if uint64(rv) != plan.RegistryVersion {
-		return nil, fmt.Errorf("%w: the registry moved from version %d to %d under the claim; nothing was deleted", ErrRunRefused, plan.RegistryVersion, rv)
+	rv, snap := registry.Version(plan.RegistryVersion), plan.snap
+	var err error
+	if snap == nil {
+		if rv, snap, err = reg.Head(ctx); err != nil {
+			return nil, err
+		}
+		if uint64(rv) != plan.RegistryVersion {
+			return nil, fmt.Errorf("%w: the registry moved from version %d to %d under the claim; nothing was deleted", ErrRunRefused, plan.RegistryVersion, rv)
+		}
 	}
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	draft := snap.Next()
@@ -374,9 +394,16 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 		return nil, err
 	}
 	rep.Boundaries = append(rep.Boundaries, bounds...)
-	if j.Registry, err = planRegistry(ctx, s, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0); err != nil {
+	var rr registryReads
+	if pre != nil && pre.snap == snap {
+		rr, err = pre.wait(ctx)
+	} else {
+		rr, err = readRegistry(ctx, s, snap)
+	}
+	if err != nil {
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
 	}
+	j.Registry = planRegistryFrom(rr, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0)
 	if len(rep.Boundaries) == 0 {
 		j.BoundaryVersion = 0
 	}

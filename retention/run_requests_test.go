@@ -1,11 +1,16 @@
 package retention
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
@@ -74,5 +79,115 @@ func TestRunRequestsPerTable(t *testing.T) {
 	t.Logf("cleanup run: %d / %d requests (2 / 6 tables)", r2, r6)
 	if got := float64(r6-r2) / 4; got > perTable {
 		t.Errorf("cleanup run: %.2f requests per table (%d at 2 tables, %d at 6), want at most %d", got, r2, r6, perTable)
+	}
+}
+
+// depthDriver adds delay to every request and records when each started
+// and ended, so that a test can read the longest chain of requests one
+// after another (the round trips a command costs at object-store latency).
+type depthDriver struct {
+	core.Driver
+	delay time.Duration
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+func (d *depthDriver) span() func() {
+	start := time.Now()
+	time.Sleep(d.delay)
+	return func() {
+		d.mu.Lock()
+		d.spans = append(d.spans, [2]time.Time{start, time.Now()})
+		d.mu.Unlock()
+	}
+}
+
+func (d *depthDriver) Get(ctx context.Context, key string) (*core.Reader, error) {
+	defer d.span()()
+	return d.Driver.Get(ctx, key)
+}
+
+func (d *depthDriver) Stat(ctx context.Context, key string) (core.Info, error) {
+	defer d.span()()
+	return d.Driver.Stat(ctx, key)
+}
+
+func (d *depthDriver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+	defer d.span()()
+	return d.Driver.Put(ctx, key, body, opts)
+}
+
+func (d *depthDriver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+	defer d.span()()
+	return d.Driver.Delete(ctx, key, opts)
+}
+
+func (d *depthDriver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	defer d.span()()
+	return d.Driver.DeleteMany(ctx, keys)
+}
+
+func (d *depthDriver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+	defer d.span()()
+	return d.Driver.List(ctx, opts)
+}
+
+// reset forgets the requests so far.
+func (d *depthDriver) reset() {
+	d.mu.Lock()
+	d.spans = nil
+	d.mu.Unlock()
+}
+
+// depth is the longest chain of recorded requests each started after the
+// one before it ended.
+func (d *depthDriver) depth() int {
+	d.mu.Lock()
+	spans := append([][2]time.Time(nil), d.spans...)
+	d.mu.Unlock()
+	sort.Slice(spans, func(i, j int) bool { return spans[i][0].Before(spans[j][0]) })
+	depth := make([]int, len(spans))
+	best := 0
+	for i, s := range spans {
+		depth[i] = 1
+		for j := range i {
+			if !spans[j][1].After(s[0]) && depth[j]+1 > depth[i] {
+				depth[i] = depth[j] + 1
+			}
+		}
+		best = max(best, depth[i])
+	}
+	return best
+}
+
+// TestRunSerialDepth: the requests of cleanup run one after another, on
+// one table at 5 ms a request. The plan's own registry head (read under
+// the claim) is the one the boundaries are drafted on, not read again; the
+// registry's own cleanup is read while the table is planned, its three
+// reads side by side; the preflight's two listings go side by side, and
+// reconcile and root planning discover the tables while they read the
+// registry head.
+func TestRunSerialDepth(t *testing.T) {
+	const maxDepth = 44 // 53 before
+	s, cnt := countedStore(t, 1)
+	_ = cnt
+	if _, err := checkpoint.Create(bg, s, "nightly", ""); err != nil {
+		t.Fatal(err)
+	}
+	dd := &depthDriver{Driver: cnt, delay: 5 * time.Millisecond}
+	ds, err := core.NewStore(bg, "memstore", dd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	ds = ds.At(s.Location())
+	dd.reset()
+	if _, err := Run(bg, ds, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := dd.depth()
+	t.Logf("cleanup run of 1 table: %d requests in series (%d in all)", got, len(dd.spans))
+	if got > maxDepth {
+		t.Errorf("cleanup run of 1 table: %d requests in series, want at most %d", got, maxDepth)
 	}
 }

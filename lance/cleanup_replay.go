@@ -121,12 +121,17 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 	defer cancel()
 	next := readAhead(ctx, m.ds, fullVs, pl.p.ReadAhead)
 	st := newReplay(pl, m, keep)
+	// used: the transactions some version accounts for.
+	used := map[string]bool{}
+	replayed := 0
 	for i, v := range vs {
 		id := VersionID{m.branch, v.N}
 		if !full[i] {
 			if err := st.apply(ops[i], names[i], i); err != nil {
 				return err
 			}
+			used[names[i]] = true
+			replayed++
 			pl.stats.replayed++
 			if pl.stats.kinds == nil {
 				pl.stats.kinds = map[txnKind]int{}
@@ -142,6 +147,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 		}
 		pl.stats.manifestsRead++
 		pl.stats.manifestBytes += man.Size
+		used[man.TransactionFile] = true
 		if man.Branch != m.branch {
 			return pl.refuse(v.Key, fmt.Sprintf("the manifest says it belongs to %s, but it lies under %s; cleanup runs on the main dataset's root",
 				branchName(man.Branch), branchName(m.branch)), nil)
@@ -176,7 +182,43 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 		}
 		pl.plan.Versions = append(pl.plan.Versions, pv)
 	}
+	if replayed > 0 {
+		if err := st.unexplained(used); err != nil {
+			return err
+		}
+	}
 	st.finish(n)
+	return nil
+}
+
+// unexplained refuses the replay when a transaction file no version
+// accounts for is young: a commit that was rebased onto a later version
+// (its file names an older read version) or one still in flight. Then a
+// replayed version may have been given another commit's transaction, and
+// a run could still end at the right manifest if a later delete dropped
+// the fragment in question; the files that transaction claims would be
+// taken for a removed version's and deleted however young. An old one is
+// a commit that failed: its files are garbage whatever the plan says.
+// Transactions read from the latest version on cannot be given to a
+// removed version. Without a safety window the caller guarantees no
+// commit is in flight.
+func (st *replay) unexplained(used map[string]bool) error {
+	pl := st.pl
+	if pl.window < 0 {
+		return nil
+	}
+	prefix := st.m.ds.Key("_transactions") + "/"
+	latest := st.m.versions[len(st.m.versions)-1].N
+	for _, o := range st.m.txns {
+		name := strings.TrimPrefix(o.Key, prefix)
+		rv, _, ok := txnName(name)
+		if !ok || used[name] || rv >= latest {
+			continue
+		}
+		if o.ModTime.IsZero() || !o.ModTime.Before(pl.now.Add(-pl.window)) {
+			return st.mismatch("%s is no version's transaction and younger than the %s safety window: perhaps a commit in flight", o.Key, pl.window)
+		}
+	}
 	return nil
 }
 

@@ -197,6 +197,11 @@ func TestReplayPlanner(t *testing.T) {
 		job["vectors"] = replayVectors(i)
 		jobs = append(jobs, job)
 	}
+	// The workload for the misattribution check: v4's fragment (id 5)
+	// is deleted whole by v6.
+	jobs = append(jobs, buildJob(filepath.Join(base, "cancel", "db"), "t", "v2", []step{
+		{"op": "create", "rows": 3}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1},
+		{"op": "add", "rows": 1}, {"op": "delete", "where": "id = 5"}, {"op": "add", "rows": 1}, {"op": "add", "rows": 1}}))
 	oracleRun(t, jobs...)
 	indexes := map[string]int{}
 	for _, w := range ws {
@@ -210,6 +215,7 @@ func TestReplayPlanner(t *testing.T) {
 	t.Logf("built %d workloads in %v; index builds %v", len(jobs), time.Since(start).Round(time.Millisecond), indexes)
 	t.Run("differential", func(t *testing.T) { testReplayDifferential(t, base, ws) })
 	t.Run("tampered", func(t *testing.T) { testReplayTampered(t, base, ws) })
+	t.Run("misattributed", func(t *testing.T) { testReplayMisattributed(t, filepath.Join(base, "cancel")) })
 }
 
 func testReplayDifferential(t *testing.T, base string, ws []diffWorkload) {
@@ -321,9 +327,25 @@ func testReplayTampered(t *testing.T, base string, ws []diffWorkload) {
 			}
 		}, true, false},
 		{"ambiguous", func(t *testing.T, txn string) {
-			// Another commit read the same version and failed.
-			write(t, filepath.Join(filepath.Dir(txn), fmt.Sprintf("%d-00000000-0000-4000-8000-000000000000.txn", version-1)), read(t, txn))
+			// Another commit read the same version, long ago, and failed.
+			p := filepath.Join(filepath.Dir(txn), fmt.Sprintf("%d-00000000-0000-4000-8000-000000000000.txn", version-1))
+			write(t, p, read(t, txn))
+			old := time.Now().Add(-DefaultSafetyWindow - time.Hour)
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
 		}, true, false},
+		{"ambiguous and young", func(t *testing.T, txn string) {
+			// The same, just now: perhaps a commit in flight, or one
+			// rebased onto a later version whose transaction is then
+			// unknown.
+			write(t, filepath.Join(filepath.Dir(txn), fmt.Sprintf("%d-00000000-0000-4000-8000-000000000000.txn", version-1)), read(t, txn))
+		}, true, true},
+		{"a rebased commit's", func(t *testing.T, txn string) {
+			// A young transaction of an older read version than any
+			// version's own: which version it made is unknown.
+			write(t, filepath.Join(filepath.Dir(txn), fmt.Sprintf("%d-00000000-0000-4000-8000-000000000001.txn", 0)), []byte("x"))
+		}, false, true},
 		{"another commit", func(t *testing.T, txn string) {
 			// The content names another uuid than the file name.
 			b := read(t, txn)
@@ -357,7 +379,7 @@ func testReplayTampered(t *testing.T, base string, ws []diffWorkload) {
 					t.Errorf("the plan deletes %s, a young file no version references: %s", f.Key, f.Reason)
 				}
 			}
-			if c.replayedOut && got.stats.replayed == 0 {
+			if c.replayedOut && !c.fellBack && got.stats.replayed == 0 {
 				t.Errorf("nothing else was replayed")
 			}
 		})
@@ -404,4 +426,58 @@ func TestReplayPlansCommittedFixtures(t *testing.T) {
 		t.Error("no version of the fixtures was replayed")
 	}
 	t.Logf("%d versions replayed", replayed)
+}
+
+// testReplayMisattributed: v4's commit looks rebased (its transaction file
+// names read version 1), and a failed commit that read v3 left a young
+// transaction claiming another data file. v4 is then replayed from the
+// wrong transaction, and since v6 deletes v4's fragment whole, the run
+// still replays to v8's manifest exactly: only the transaction no version
+// accounts for, young, gives it away. Without that check the claimed file,
+// young and referenced by no version, would be deleted as a removed
+// version's.
+func testReplayMisattributed(t *testing.T, src string) {
+	work := filepath.Join(t.TempDir(), "cancel")
+	copyTree(t, filepath.Join(src, "db"), filepath.Join(work, "db"))
+	table := filepath.Join(work, "db", "t.lance")
+	txns := filepath.Join(table, "_transactions")
+	m, _ := filepath.Glob(filepath.Join(txns, "3-*.txn"))
+	if len(m) != 1 {
+		t.Fatalf("transactions of read version 3: %v", m)
+	}
+	b := read(t, m[0])
+	op, err := parseTxn(b)
+	if err != nil || op.kind != txnAppend || len(op.newFrags) != 1 || !bytes.HasPrefix(b, []byte{0x08, 0x03}) {
+		t.Fatalf("v4's transaction: %+v, %v", op, err)
+	}
+	path := op.newFrags[0].Files[0].Path
+	fake := "f" + path[1:]
+	if path[0] == 'f' {
+		fake = "e" + path[1:]
+	}
+	// v4's own transaction, as if rebased from v1.
+	rebased := append([]byte{0x08, 0x01}, b[2:]...)
+	if err := os.Remove(m[0]); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(txns, "1-"+op.uuid+".txn"), rebased)
+	// The failed commit's: read v3, another uuid, another data file.
+	other := "00000000-0000-4000-8000-0000000000aa"
+	failed := bytes.Replace(bytes.Replace(b, []byte(op.uuid), []byte(other), 1), []byte(path), []byte(fake), 1)
+	write(t, filepath.Join(txns, "3-"+other+".txn"), failed)
+	write(t, filepath.Join(table, "data", fake), []byte("in flight"))
+
+	d := mustOpen(t, openStore(t, work), "db/t.lance")
+	got, ok := diffPlans(t, "cancel", d, Policy{KeepLast: 1})
+	if !ok {
+		return
+	}
+	if !got.stats.fellBack {
+		t.Errorf("the replay of a misattributed transaction was trusted (%d versions replayed)", got.stats.replayed)
+	}
+	for _, f := range got.Files {
+		if strings.HasSuffix(f.Key, "/data/"+fake) {
+			t.Errorf("the plan deletes %s, a young file no version references: %s", f.Key, f.Reason)
+		}
+	}
 }

@@ -215,8 +215,10 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			AutoMTLS:         true,
 			Logger:           logger,
 			StartTimeout:     timeout,
-			GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-				grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize))},
+			GRPCDialOptions: []grpc.DialOption{
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
+				grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
+			},
 		})
 		d, err = dispense(ctx, gp, img)
 		if err == nil {

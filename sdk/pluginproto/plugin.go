@@ -24,6 +24,13 @@ const (
 	// maxMsgSize is the message limit both sides configure. Bodies stream
 	// in chunks and never need it; it leaves room for large list pages.
 	maxMsgSize = 64 << 20
+	// streamWindow and connWindow are HTTP/2 flow-control windows both
+	// sides set. Fixed windows turn off gRPC's bandwidth estimator, which
+	// otherwise pings after data on a stream: on the session (session.go)
+	// that was a ping and its answer with every call, about a fifth of the
+	// call's cost. A slow reader holds at most this much in flight.
+	streamWindow = 4 << 20
+	connWindow   = 16 << 20
 	// envLogLevel passes the host logger's level to the plugin.
 	envLogLevel = "RETAIN_PLUGIN_LOG_LEVEL"
 )

@@ -86,7 +86,8 @@ func serve(a core.Adapter, cfg serveConfig) {
 		HandshakeConfig:  handshake,
 		VersionedPlugins: sets,
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize))
+			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
+				grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow))
 			return grpc.NewServer(opts...)
 		},
 		Logger: logger,

@@ -220,11 +220,13 @@ func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 	return p, nil
 }
 
-// registryPin describes cp's registry pin: one read of the registry
-// version that published it, for its Ref.
+// registryPin describes cp's registry pin: one get of the version object
+// of the registry version that published it, for its Ref (ReadRef: never
+// its segments, and never a whole decode — this runs once per live
+// checkpoint in list, reconcile and recover).
 func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkpoint) (PinHealth, error) {
 	p := PinHealth{Kind: "registry", Path: registry.RegistryPath, Branch: registry.MainBranch, Version: uint64(cp.RegistryVersion)}
-	snap, err := reg.Read(ctx, cp.RegistryVersion)
+	ref, err := reg.ReadRef(ctx, cp.RegistryVersion)
 	if errors.Is(err, core.ErrNotFound) {
 		p.Status, p.Detail = PinGone, fmt.Sprintf("registry version %d, which this checkpoint's registry pin keeps, is missing: the checkpoint's logical record is lost and no reconcile can restore it", cp.RegistryVersion)
 		return p, nil
@@ -232,7 +234,6 @@ func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkp
 	if err != nil {
 		return p, err
 	}
-	ref := snap.Ref()
 	p.PhysicalRef = ref.String()
 	if p.Tag, err = registry.RegistryPinTag(cp.ID, registry.RegistryTarget(ref)); err != nil {
 		return p, err

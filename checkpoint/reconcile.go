@@ -88,6 +88,20 @@ type Report struct {
 	// verified: the pinned commits (commitKey) this reconcile read and
 	// found to be the commits their rows name.
 	verified map[string]bool
+	// head is the registry head read (version RegistryVersion).
+	head *registry.Snapshot
+}
+
+// Head is the registry head this reconcile read, at RegistryVersion (nil
+// when it read none). Reconcile never commits a registry version, so a
+// caller still holding the claim it ran under may plan against it without
+// reading it again; a reconcile that found the head not held to its record
+// failed with ErrConflicts.
+func (r *Report) Head() *registry.Snapshot {
+	if r == nil {
+		return nil
+	}
+	return r.head
 }
 
 // CommitVerified reports whether this reconcile read row's pinned version
@@ -152,15 +166,26 @@ func (o Options) ReconcileHeld(ctx context.Context, s *core.Store) (*Report, err
 // reclaims, in that order. A store whose authority is in doubt is left
 // exactly as it was.
 func reconcile(ctx context.Context, s *core.Store, reg *registry.Registry, scope core.Scope, rep *Report, readOnly bool) error {
-	// The tables are discovered while the head and the sidecars are read.
-	var tables []string
-	var discErr error
-	discovered := make(chan struct{})
+	// The tables are discovered while the head is read; under the claim
+	// (not read-only) the sidecars are listed meanwhile too: no create can
+	// write one. Without the claim they are listed after the head, so that
+	// a create committing meanwhile leaves its sidecar to explain its tags.
+	var tables, sidecars []string
+	var discErr, listErr error
+	discovered, listed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(discovered)
 		tables, discErr = DiscoverTables(ctx, s)
 	}()
-	defer func() { <-discovered }()
+	if readOnly {
+		close(listed)
+	} else {
+		go func() {
+			defer close(listed)
+			sidecars, listErr = listSidecars(ctx, s)
+		}()
+	}
+	defer func() { <-discovered; <-listed }()
 	p, err := readHead(ctx, s, reg, scope, rep)
 	if err != nil {
 		return err
@@ -168,6 +193,12 @@ func reconcile(ctx context.Context, s *core.Store, reg *registry.Registry, scope
 	p.discover = func() ([]string, error) {
 		<-discovered
 		return tables, discErr
+	}
+	if !readOnly {
+		p.listSidecars = func() ([]string, error) {
+			<-listed
+			return sidecars, listErr
+		}
 	}
 	if err := p.judgeSidecars(ctx); err != nil {
 		return err
@@ -239,8 +270,9 @@ type reconcilePass struct {
 	// read its tag again.
 	listed map[string]map[string]lance.Tag
 
-	// discover returns the store's tables (DiscoverTables, started early).
-	discover func() ([]string, error)
+	// discover returns the store's tables (DiscoverTables, started early);
+	// listSidecars the sidecars' keys (listSidecars, started early).
+	discover, listSidecars func() ([]string, error)
 
 	// Set while acting: "root:tag" deleted with their sidecar, and paths
 	// with a conflict (left alone by reclaim).
@@ -272,7 +304,7 @@ func readHead(ctx context.Context, s *core.Store, reg *registry.Registry, scope 
 	if err != nil {
 		return nil, err
 	}
-	rep.RegistryVersion = v
+	rep.RegistryVersion, rep.head = v, snap
 	p := &reconcilePass{s: s, reg: reg, scope: scope, rep: rep, rds: registryDataset(s), v: v, snap: snap,
 		inFlight: map[registry.ID]bool{}, rolledBack: map[registry.ID]bool{}, present: map[string]bool{},
 		explained: map[string]map[string]bool{}, unreadable: map[string]bool{}, listed: map[string]map[string]lance.Tag{},
@@ -292,7 +324,11 @@ func readHead(ctx context.Context, s *core.Store, reg *registry.Registry, scope 
 // commit never landed (judgeSidecar); sidecars that cannot be read or
 // resolved keep their tags (in flight).
 func (p *reconcilePass) judgeSidecars(ctx context.Context) error {
-	keys, err := listSidecars(ctx, p.s)
+	list := p.listSidecars
+	if list == nil {
+		list = func() ([]string, error) { return listSidecars(ctx, p.s) }
+	}
+	keys, err := list()
 	if err != nil {
 		return err
 	}

@@ -214,6 +214,11 @@ type Policy struct {
 	// onHead, set by Run, is called with the registry head as soon as root
 	// planning has read it, before any table is planned.
 	onHead func(*registry.Snapshot)
+	// head and tables, set by Run from the reconcile under its claim, are
+	// the registry head and the store's tables that reconcile read: root
+	// planning takes them rather than read them again.
+	head   *registry.Snapshot
+	tables []string
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -323,7 +328,7 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		plan.Policy.Cutoff = &cutoff
 	}
 
-	rs, err := resolveRoots(ctx, s, p.Skip, p.verifiedBy)
+	rs, err := resolveRootsFrom(ctx, s, p.Skip, p.verifiedBy, p.head, p.tables)
 	if err != nil {
 		return nil, err
 	}

@@ -71,17 +71,32 @@ func ResolveRoots(ctx context.Context, s *core.Store) (*RootSet, error) {
 // commits already confirmed at that version (Policy.verified): they are
 // not read again.
 func resolveRoots(ctx context.Context, s *core.Store, skip map[string]string, verifiedBy func(uint64) func(registry.Row) bool) (*RootSet, error) {
-	// The tables are discovered while the registry head is read.
+	return resolveRootsFrom(ctx, s, skip, verifiedBy, nil, nil)
+}
+
+// resolveRootsFrom is resolveRoots given, when head is not nil, the
+// registry head and the store's tables as read already under the same
+// claim (Run's reconcile): they are not read again.
+func resolveRootsFrom(ctx context.Context, s *core.Store, skip map[string]string, verifiedBy func(uint64) func(registry.Row) bool,
+	head *registry.Snapshot, known []string) (*RootSet, error) {
 	var tables []string
 	var discErr error
-	discovered := make(chan struct{})
-	go func() {
-		defer close(discovered)
-		tables, discErr = checkpoint.DiscoverTables(ctx, s)
-	}()
-	// The registry: live checkpoints and their rows.
-	rv, snap, err := registry.Open(s, registry.Options{}).Head(ctx)
-	<-discovered
+	var rv registry.Version
+	var snap *registry.Snapshot
+	var err error
+	if head != nil {
+		rv, snap, tables = head.Version, head, known
+	} else {
+		// The tables are discovered while the registry head is read.
+		discovered := make(chan struct{})
+		go func() {
+			defer close(discovered)
+			tables, discErr = checkpoint.DiscoverTables(ctx, s)
+		}()
+		// The registry: live checkpoints and their rows.
+		rv, snap, err = registry.Open(s, registry.Options{}).Head(ctx)
+		<-discovered
+	}
 	if err != nil {
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "reading the checkpoint registry head", Cause: err}
 	}

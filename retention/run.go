@@ -193,8 +193,12 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	if len(conflicted) > 0 {
 		p.Skip = conflicted
 	}
-	// The pins reconcile just read under this claim are not read again.
+	// What reconcile just read under this claim (the registry head, the
+	// tables, the pinned manifests) is not read again.
 	p.verified, p.verifiedAt = rep.Reconcile.CommitVerified, uint64(rep.Reconcile.RegistryVersion)
+	if head := rep.Reconcile.Head(); head != nil && head.Version == rep.Reconcile.RegistryVersion {
+		p.head, p.tables = head, rep.Reconcile.Tables
+	}
 	// The registry's own cleanup is read while the tables are planned.
 	var pre *registryPrefetch
 	pctx, stopPrefetch := context.WithCancel(ctx)
@@ -705,9 +709,24 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 		if i < len(plans) {
 			mem = plans[i]
 		}
-		runTable(ctx, s, au, j.Tables[i], &tr, mem)
+		outcome := runTable(ctx, s, au, j.Tables[i], &tr, mem)
 		gen := x.record(i, tr)
+		// The outcome's audit line is written while the journal is saved:
+		// neither waits for the other.
+		var werr error
+		written := make(chan struct{})
+		go func() {
+			defer close(written)
+			if outcome != nil {
+				werr = outcome()
+			}
+		}()
 		x.saveThrough(ctx, gen)
+		<-written
+		if werr != nil {
+			// The "removing" line stands for these deletions.
+			x.note(i, "the audit line of the outcome was not written: "+werr.Error())
+		}
 		if progress != nil {
 			x.mu.Lock()
 			progress(Progress{OperationID: j.OperationID, Table: j.Tables[i].Table, State: j.Tables[i].State, Done: x.done, Total: total, BytesDeleted: rep.Totals.BytesDeleted})
@@ -770,6 +789,13 @@ func (x *executor) stop(err error) {
 		x.stopErr = err
 		x.cancel(err)
 	}
+}
+
+// note adds a note to table i's report.
+func (x *executor) note(i int, n string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.runs[i].Notes = append(x.runs[i].Notes, n)
 }
 
 // notRun reports table i as not run because of stop.
@@ -977,8 +1003,9 @@ func release(ctx context.Context, h *claim.Handle) error {
 // runTable carries out one journaled plan (mem: the plan as journaled by
 // this process, nil: read it from the journal); a panic or error is the
 // table's. Its removals are framed by audit lines: no "removing" line, no
-// deletion.
-func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun, mem *lance.Plan) {
+// deletion. The line of the outcome is returned to be written (nil when
+// there is none to write).
+func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun, mem *lance.Plan) (outcome func() error) {
 	defer func() {
 		if r := recover(); r != nil {
 			tr.err = fmt.Errorf("cleanup of %s panicked: %v", jt.Table, r)
@@ -1041,11 +1068,10 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 		for _, f := range tr.FailedDeletes[:min(len(tr.FailedDeletes), auditFailedKeys)] {
 			line.Failed = append(line.Failed, f.Key)
 		}
-		if werr := au.write(ctx, *line); werr != nil {
-			// The "removing" line stands for these deletions.
-			tr.Notes = append(tr.Notes, "the audit line of the outcome was not written: "+werr.Error())
-		}
+		out := *line
+		return func() error { return au.write(ctx, out) }
 	}
+	return nil
 }
 
 // onlyFiles is lp with only the files of keys left to delete (an earlier

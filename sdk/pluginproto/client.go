@@ -90,8 +90,9 @@ type Client struct {
 	// said so).
 	batch bool
 	// sess carries the calls that wait for one answer, if the plugin
-	// offered it (session.go).
-	sess *session
+	// offered it (session.go); inlineGet: small Gets go on it too.
+	sess      *session
+	inlineGet bool
 }
 
 var (
@@ -269,6 +270,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 	c.batch = open.BatchReads
 	if open.Session {
 		c.sess = c.openSession()
+		c.inlineGet = open.InlineGet
 	}
 	return c, nil
 }
@@ -450,6 +452,9 @@ func (c *Client) Get(ctx context.Context, key string) (*core.Reader, error) {
 	}
 	if err := core.ValidateKey(op, key); err != nil {
 		return nil, err
+	}
+	if r, err := c.getInline(ctx, key); r != nil || err != nil {
+		return r, err
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	r := &getReader{c: c, ctx: ctx, sctx: sctx, cancel: func() { cancel(nil) }, dog: watchdog{cancel: cancel}, key: key}

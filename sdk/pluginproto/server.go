@@ -189,7 +189,8 @@ func (s *server) Open(ctx context.Context, req *pb.OpenRequest) (*pb.OpenRespons
 	}
 	s.drv = d
 	_, batch := d.(core.BatchReader)
-	return &pb.OpenResponse{Adapter: s.adapter.Name, BatchReads: batch && !s.legacy, Session: !s.legacy}, nil
+	return &pb.OpenResponse{Adapter: s.adapter.Name, BatchReads: batch && !s.legacy, Session: !s.legacy,
+		InlineGet: batch && !s.legacy}, nil
 }
 
 func (s *server) Capabilities(ctx context.Context, _ *pb.CapabilitiesRequest) (*pb.CapabilitiesResponse, error) {

@@ -3,6 +3,7 @@ package pluginproto
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -196,3 +197,53 @@ func viaSession[T comparable](ctx context.Context, c *Client, op, key string, re
 	}
 	return v, nil
 }
+
+// inlineMax is the largest body a Get asks for whole on the session: a
+// manifest, a tag, a claim. Larger ones stream, and so does anything the
+// plugin could not read whole at once (a second open of the object).
+const inlineMax = 256 << 10
+
+// getInline is Get of a small body over the session: the reader, or nil and
+// no error when the body must stream (no session, or the plugin said so).
+func (c *Client) getInline(ctx context.Context, key string) (*core.Reader, error) {
+	const op = "get"
+	if !c.inlineGet || c.sess == nil || c.sess.broken() {
+		return nil, nil
+	}
+	req := &pb.GetInlineRequest{Key: key, Max: inlineMax}
+	resp, err := viaSession(ctx, c, op, key, &pb.SessionRequest{Call: &pb.SessionRequest_GetInline{GetInline: req}},
+		(*pb.SessionResponse).GetGetInline, func(context.Context) (*pb.GetInlineResponse, error) {
+			return &pb.GetInlineResponse{Stream: true}, nil // the session broke meanwhile: stream
+		})
+	if err != nil || resp.Stream {
+		return nil, err
+	}
+	info := infoFromPB(resp.Info)
+	if resp.Info == nil || info.Size != int64(len(resp.Data)) {
+		return nil, core.Errorf(op, key, core.ErrUnknown,
+			"adapter %q's plugin broke the protocol: a whole body of %d bytes for an object of %d", c.adapter, len(resp.Data), info.Size)
+	}
+	return &core.Reader{Info: info, ReadCloser: &inlineReader{key: key, data: resp.Data}}, nil
+}
+
+// inlineReader reads a body that came whole, as a getReader reads one that
+// streams (read after Close included).
+type inlineReader struct {
+	key    string
+	data   []byte
+	closed bool
+}
+
+func (r *inlineReader) Read(p []byte) (int, error) {
+	if r.closed {
+		return 0, core.Errorf("get", r.key, core.ErrInvalidArgument, "read after Close")
+	}
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+func (r *inlineReader) Close() error { r.closed = true; return nil }

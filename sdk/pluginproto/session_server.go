@@ -108,6 +108,11 @@ func (s *server) sessionCall(ctx context.Context, req *pb.SessionRequest) *pb.Se
 		if r, err = s.StatMany(ctx, c.StatMany); err == nil {
 			resp.Result = &pb.SessionResponse_StatMany{StatMany: r}
 		}
+	case *pb.SessionRequest_GetInline:
+		var r *pb.GetInlineResponse
+		if r, err = s.getInline(ctx, c.GetInline); err == nil {
+			resp.Result = &pb.SessionResponse_GetInline{GetInline: r}
+		}
 	default:
 		err = status.Errorf(codes.Unimplemented, "a session request with no call this plugin knows")
 	}
@@ -125,4 +130,33 @@ func (s *server) sessionCall(ctx context.Context, req *pb.SessionRequest) *pb.Se
 		}
 	}
 	return resp
+}
+
+// getInline reads a small body whole for the session. Anything but a body
+// of exactly its declared size, at most req.Max, read within flushEvery
+// (larger, slower, shorter, longer, failing) is answered stream, and the
+// host's streaming Get then reports it as a Get does.
+func (s *server) getInline(ctx context.Context, req *pb.GetInlineRequest) (*pb.GetInlineResponse, error) {
+	const op = "get"
+	d, err := s.checkKey(op, req.Key)
+	if err != nil {
+		return nil, err
+	}
+	r, err := d.Get(ctx, req.Key)
+	if err != nil {
+		return nil, toStatus(op, req.Key, err)
+	}
+	defer r.Close()
+	if err := s.checkInfo(op, req.Key, r.Info); err != nil {
+		return nil, err
+	}
+	if r.Info.Size < 0 || r.Info.Size > req.Max {
+		return &pb.GetInlineResponse{Stream: true}, nil
+	}
+	buf := make([]byte, r.Info.Size+1) // one more: a body longer than declared shows
+	n, eof, rerr := fillFor(r, buf, flushEvery)
+	if rerr != nil || !eof || int64(n) != r.Info.Size {
+		return &pb.GetInlineResponse{Stream: true}, nil
+	}
+	return &pb.GetInlineResponse{Info: infoToPB(r.Info), Data: buf[:n]}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -74,4 +75,54 @@ func TestSessionCallsInFlight(t *testing.T) {
 	if c.sess.broken() {
 		t.Fatal("the session broke")
 	}
+}
+
+// A small Get comes whole on the session; one too large for it, or not
+// whole at once (a body shorter than declared), comes back as "stream" and
+// Get streams it, so its errors are a streamed Get's.
+func TestInlineGet(t *testing.T) {
+	c := launch(t, "mem")
+	if !c.inlineGet {
+		t.Fatal("no inline gets from a plugin whose driver has batch reads")
+	}
+	ctx := context.Background()
+	small, large := strings.Repeat("s", 1000), strings.Repeat("l", inlineMax+1)
+	for k, body := range map[string]string{"small": small, "large": large} {
+		if _, err := c.Put(ctx, k, strings.NewReader(body), core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := c.getInline(ctx, "small")
+	if err != nil || r == nil {
+		t.Fatalf("inline get of 1000 bytes: %v, %v", r, err)
+	}
+	got, err := io.ReadAll(r)
+	if err != nil || string(got) != small || r.Info.Size != 1000 {
+		t.Fatalf("read %d bytes, info %+v: %v", len(got), r.Info, err)
+	}
+	r.Close()
+	if _, err := r.Read(make([]byte, 1)); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("read after Close: %v", err)
+	}
+	for _, k := range []string{"large", "shortbody/x"} {
+		if r, err := c.getInline(ctx, k); r != nil || err != nil {
+			t.Fatalf("inline get of %s: %v, %v; want stream", k, r, err)
+		}
+	}
+	_, err = c.getInline(ctx, "missing")
+	wantKind(t, err, core.ErrNotFound)
+	// Through Get: the large one streams whole, the short one fails as a
+	// streamed Get does.
+	r, err = c.Get(ctx, "large")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(r); err != nil || string(got) != large {
+		t.Fatalf("large: %d bytes, %v", len(got), err)
+	}
+	r, err = c.Get(ctx, "shortbody/x")
+	if err == nil {
+		_, err = io.ReadAll(r)
+	}
+	wantKind(t, err, core.ErrTransient)
 }

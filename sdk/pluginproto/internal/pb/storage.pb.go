@@ -309,7 +309,12 @@ type OpenResponse struct {
 	// key by key.
 	BatchReads bool `protobuf:"varint,2,opt,name=batch_reads,json=batchReads,proto3" json:"batch_reads,omitempty"`
 	// The plugin serves Session (false from a plugin that predates it).
-	Session       bool `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
+	Session bool `protobuf:"varint,3,opt,name=session,proto3" json:"session,omitempty"`
+	// The plugin answers a small Get whole on the session (get_inline).
+	// Offered only over a driver with batch reads, one whose requests cost
+	// what local reads cost: a Get too large or slow for the session is
+	// opened again as a stream.
+	InlineGet     bool `protobuf:"varint,4,opt,name=inline_get,json=inlineGet,proto3" json:"inline_get,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +366,13 @@ func (x *OpenResponse) GetBatchReads() bool {
 func (x *OpenResponse) GetSession() bool {
 	if x != nil {
 		return x.Session
+	}
+	return false
+}
+
+func (x *OpenResponse) GetInlineGet() bool {
+	if x != nil {
+		return x.InlineGet
 	}
 	return false
 }
@@ -1949,6 +1961,7 @@ type SessionRequest struct {
 	//	*SessionRequest_List
 	//	*SessionRequest_ReleaseGate
 	//	*SessionRequest_StatMany
+	//	*SessionRequest_GetInline
 	Call          isSessionRequest_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2075,6 +2088,15 @@ func (x *SessionRequest) GetStatMany() *StatManyRequest {
 	return nil
 }
 
+func (x *SessionRequest) GetGetInline() *GetInlineRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SessionRequest_GetInline); ok {
+			return x.GetInline
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Call interface {
 	isSessionRequest_Call()
 }
@@ -2107,6 +2129,10 @@ type SessionRequest_StatMany struct {
 	StatMany *StatManyRequest `protobuf:"bytes,16,opt,name=stat_many,json=statMany,proto3,oneof"`
 }
 
+type SessionRequest_GetInline struct {
+	GetInline *GetInlineRequest `protobuf:"bytes,17,opt,name=get_inline,json=getInline,proto3,oneof"`
+}
+
 func (*SessionRequest_Capabilities) isSessionRequest_Call() {}
 
 func (*SessionRequest_Stat) isSessionRequest_Call() {}
@@ -2120,6 +2146,123 @@ func (*SessionRequest_List) isSessionRequest_Call() {}
 func (*SessionRequest_ReleaseGate) isSessionRequest_Call() {}
 
 func (*SessionRequest_StatMany) isSessionRequest_Call() {}
+
+func (*SessionRequest_GetInline) isSessionRequest_Call() {}
+
+// GetInlineRequest asks for a whole body of at most max bytes.
+type GetInlineRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Max           int64                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInlineRequest) Reset() {
+	*x = GetInlineRequest{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInlineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInlineRequest) ProtoMessage() {}
+
+func (x *GetInlineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInlineRequest.ProtoReflect.Descriptor instead.
+func (*GetInlineRequest) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetInlineRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *GetInlineRequest) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+// GetInlineResponse is the object's info and whole body, or stream: the
+// body is larger than max, or slow, and the host must Get it as a stream.
+type GetInlineResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *Info                  `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	Stream        bool                   `protobuf:"varint,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInlineResponse) Reset() {
+	*x = GetInlineResponse{}
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInlineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInlineResponse) ProtoMessage() {}
+
+func (x *GetInlineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInlineResponse.ProtoReflect.Descriptor instead.
+func (*GetInlineResponse) Descriptor() ([]byte, []int) {
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetInlineResponse) GetInfo() *Info {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *GetInlineResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *GetInlineResponse) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
 
 // SessionResponse answers the request with the same id: its result, or the
 // status the unary RPC would have ended with.
@@ -2138,6 +2281,7 @@ type SessionResponse struct {
 	//	*SessionResponse_List
 	//	*SessionResponse_ReleaseGate
 	//	*SessionResponse_StatMany
+	//	*SessionResponse_GetInline
 	Result        isSessionResponse_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2145,7 +2289,7 @@ type SessionResponse struct {
 
 func (x *SessionResponse) Reset() {
 	*x = SessionResponse{}
-	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2301,7 @@ func (x *SessionResponse) String() string {
 func (*SessionResponse) ProtoMessage() {}
 
 func (x *SessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_retain_storage_v1_storage_proto_msgTypes[35]
+	mi := &file_retain_storage_v1_storage_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2314,7 @@ func (x *SessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResponse.ProtoReflect.Descriptor instead.
 func (*SessionResponse) Descriptor() ([]byte, []int) {
-	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{35}
+	return file_retain_storage_v1_storage_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SessionResponse) GetId() uint64 {
@@ -2271,6 +2415,15 @@ func (x *SessionResponse) GetStatMany() *StatManyResponse {
 	return nil
 }
 
+func (x *SessionResponse) GetGetInline() *GetInlineResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SessionResponse_GetInline); ok {
+			return x.GetInline
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Result interface {
 	isSessionResponse_Result()
 }
@@ -2303,6 +2456,10 @@ type SessionResponse_StatMany struct {
 	StatMany *StatManyResponse `protobuf:"bytes,16,opt,name=stat_many,json=statMany,proto3,oneof"`
 }
 
+type SessionResponse_GetInline struct {
+	GetInline *GetInlineResponse `protobuf:"bytes,17,opt,name=get_inline,json=getInline,proto3,oneof"`
+}
+
 func (*SessionResponse_Capabilities) isSessionResponse_Result() {}
 
 func (*SessionResponse_Stat) isSessionResponse_Result() {}
@@ -2316,6 +2473,8 @@ func (*SessionResponse_List) isSessionResponse_Result() {}
 func (*SessionResponse_ReleaseGate) isSessionResponse_Result() {}
 
 func (*SessionResponse_StatMany) isSessionResponse_Result() {}
+
+func (*SessionResponse_GetInline) isSessionResponse_Result() {}
 
 var File_retain_storage_v1_storage_proto protoreflect.FileDescriptor
 
@@ -2343,12 +2502,14 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\aversion\x18\x03 \x01(\fR\aversion\x125\n" +
 	"\bmod_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\amodTime\"F\n" +
 	"\vOpenRequest\x127\n" +
-	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"c\n" +
+	"\blocation\x18\x01 \x01(\v2\x1b.retain.storage.v1.LocationR\blocation\"\x82\x01\n" +
 	"\fOpenResponse\x12\x18\n" +
 	"\aadapter\x18\x01 \x01(\tR\aadapter\x12\x1f\n" +
 	"\vbatch_reads\x18\x02 \x01(\bR\n" +
 	"batchReads\x12\x18\n" +
-	"\asession\x18\x03 \x01(\bR\asession\"\x15\n" +
+	"\asession\x18\x03 \x01(\bR\asession\x12\x1d\n" +
+	"\n" +
+	"inline_get\x18\x04 \x01(\bR\tinlineGet\"\x15\n" +
 	"\x13CapabilitiesRequest\"d\n" +
 	"\n" +
 	"Capability\x12\x14\n" +
@@ -2450,7 +2611,7 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x124\n" +
 	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"I\n" +
 	"\x0fGetManyResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\"\xad\x04\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\"\xf3\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +
@@ -2464,8 +2625,17 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"deleteMany\x124\n" +
 	"\x04list\x18\x0e \x01(\v2\x1e.retain.storage.v1.ListRequestH\x00R\x04list\x12J\n" +
 	"\frelease_gate\x18\x0f \x01(\v2%.retain.storage.v1.ReleaseGateRequestH\x00R\vreleaseGate\x12A\n" +
-	"\tstat_many\x18\x10 \x01(\v2\".retain.storage.v1.StatManyRequestH\x00R\bstatManyB\x06\n" +
-	"\x04call\"\xe4\x04\n" +
+	"\tstat_many\x18\x10 \x01(\v2\".retain.storage.v1.StatManyRequestH\x00R\bstatMany\x12D\n" +
+	"\n" +
+	"get_inline\x18\x11 \x01(\v2#.retain.storage.v1.GetInlineRequestH\x00R\tgetInlineB\x06\n" +
+	"\x04call\"6\n" +
+	"\x10GetInlineRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x03R\x03max\"l\n" +
+	"\x11GetInlineResponse\x12+\n" +
+	"\x04info\x18\x01 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\bR\x06stream\"\xab\x05\n" +
 	"\x0fSessionResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
@@ -2479,7 +2649,9 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"deleteMany\x125\n" +
 	"\x04list\x18\x0e \x01(\v2\x1f.retain.storage.v1.ListResponseH\x00R\x04list\x12K\n" +
 	"\frelease_gate\x18\x0f \x01(\v2&.retain.storage.v1.ReleaseGateResponseH\x00R\vreleaseGate\x12B\n" +
-	"\tstat_many\x18\x10 \x01(\v2#.retain.storage.v1.StatManyResponseH\x00R\bstatManyB\b\n" +
+	"\tstat_many\x18\x10 \x01(\v2#.retain.storage.v1.StatManyResponseH\x00R\bstatMany\x12E\n" +
+	"\n" +
+	"get_inline\x18\x11 \x01(\v2$.retain.storage.v1.GetInlineResponseH\x00R\tgetInlineB\b\n" +
 	"\x06result2\xba\b\n" +
 	"\aStorage\x12G\n" +
 	"\x04Open\x12\x1e.retain.storage.v1.OpenRequest\x1a\x1f.retain.storage.v1.OpenResponse\x12_\n" +
@@ -2509,7 +2681,7 @@ func file_retain_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_retain_storage_v1_storage_proto_rawDescData
 }
 
-var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_retain_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*ErrorDetail)(nil),           // 0: retain.storage.v1.ErrorDetail
 	(*Location)(nil),              // 1: retain.storage.v1.Location
@@ -2546,13 +2718,15 @@ var file_retain_storage_v1_storage_proto_goTypes = []any{
 	(*GetResult)(nil),             // 32: retain.storage.v1.GetResult
 	(*GetManyResponse)(nil),       // 33: retain.storage.v1.GetManyResponse
 	(*SessionRequest)(nil),        // 34: retain.storage.v1.SessionRequest
-	(*SessionResponse)(nil),       // 35: retain.storage.v1.SessionResponse
-	nil,                           // 36: retain.storage.v1.Location.OptionsEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*GetInlineRequest)(nil),      // 35: retain.storage.v1.GetInlineRequest
+	(*GetInlineResponse)(nil),     // 36: retain.storage.v1.GetInlineResponse
+	(*SessionResponse)(nil),       // 37: retain.storage.v1.SessionResponse
+	nil,                           // 38: retain.storage.v1.Location.OptionsEntry
+	(*timestamppb.Timestamp)(nil), // 39: google.protobuf.Timestamp
 }
 var file_retain_storage_v1_storage_proto_depIdxs = []int32{
-	36, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
-	37, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
+	38, // 0: retain.storage.v1.Location.options:type_name -> retain.storage.v1.Location.OptionsEntry
+	39, // 1: retain.storage.v1.Info.mod_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: retain.storage.v1.OpenRequest.location:type_name -> retain.storage.v1.Location
 	6,  // 3: retain.storage.v1.CapabilitiesResponse.create_if_absent:type_name -> retain.storage.v1.Capability
 	6,  // 4: retain.storage.v1.CapabilitiesResponse.replace_if_version:type_name -> retain.storage.v1.Capability
@@ -2579,45 +2753,48 @@ var file_retain_storage_v1_storage_proto_depIdxs = []int32{
 	22, // 25: retain.storage.v1.SessionRequest.list:type_name -> retain.storage.v1.ListRequest
 	26, // 26: retain.storage.v1.SessionRequest.release_gate:type_name -> retain.storage.v1.ReleaseGateRequest
 	28, // 27: retain.storage.v1.SessionRequest.stat_many:type_name -> retain.storage.v1.StatManyRequest
-	0,  // 28: retain.storage.v1.SessionResponse.error:type_name -> retain.storage.v1.ErrorDetail
-	9,  // 29: retain.storage.v1.SessionResponse.capabilities:type_name -> retain.storage.v1.CapabilitiesResponse
-	13, // 30: retain.storage.v1.SessionResponse.stat:type_name -> retain.storage.v1.StatResponse
-	18, // 31: retain.storage.v1.SessionResponse.delete:type_name -> retain.storage.v1.DeleteResponse
-	21, // 32: retain.storage.v1.SessionResponse.delete_many:type_name -> retain.storage.v1.DeleteManyResponse
-	23, // 33: retain.storage.v1.SessionResponse.list:type_name -> retain.storage.v1.ListResponse
-	27, // 34: retain.storage.v1.SessionResponse.release_gate:type_name -> retain.storage.v1.ReleaseGateResponse
-	30, // 35: retain.storage.v1.SessionResponse.stat_many:type_name -> retain.storage.v1.StatManyResponse
-	3,  // 36: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
-	5,  // 37: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
-	10, // 38: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
-	12, // 39: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
-	15, // 40: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
-	17, // 41: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
-	19, // 42: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
-	22, // 43: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
-	24, // 44: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
-	26, // 45: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
-	28, // 46: retain.storage.v1.Storage.StatMany:input_type -> retain.storage.v1.StatManyRequest
-	31, // 47: retain.storage.v1.Storage.GetMany:input_type -> retain.storage.v1.GetManyRequest
-	34, // 48: retain.storage.v1.Storage.Session:input_type -> retain.storage.v1.SessionRequest
-	4,  // 49: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
-	9,  // 50: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
-	11, // 51: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
-	13, // 52: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
-	16, // 53: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
-	18, // 54: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
-	21, // 55: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
-	23, // 56: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
-	25, // 57: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
-	27, // 58: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
-	30, // 59: retain.storage.v1.Storage.StatMany:output_type -> retain.storage.v1.StatManyResponse
-	33, // 60: retain.storage.v1.Storage.GetMany:output_type -> retain.storage.v1.GetManyResponse
-	35, // 61: retain.storage.v1.Storage.Session:output_type -> retain.storage.v1.SessionResponse
-	49, // [49:62] is the sub-list for method output_type
-	36, // [36:49] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	35, // 28: retain.storage.v1.SessionRequest.get_inline:type_name -> retain.storage.v1.GetInlineRequest
+	2,  // 29: retain.storage.v1.GetInlineResponse.info:type_name -> retain.storage.v1.Info
+	0,  // 30: retain.storage.v1.SessionResponse.error:type_name -> retain.storage.v1.ErrorDetail
+	9,  // 31: retain.storage.v1.SessionResponse.capabilities:type_name -> retain.storage.v1.CapabilitiesResponse
+	13, // 32: retain.storage.v1.SessionResponse.stat:type_name -> retain.storage.v1.StatResponse
+	18, // 33: retain.storage.v1.SessionResponse.delete:type_name -> retain.storage.v1.DeleteResponse
+	21, // 34: retain.storage.v1.SessionResponse.delete_many:type_name -> retain.storage.v1.DeleteManyResponse
+	23, // 35: retain.storage.v1.SessionResponse.list:type_name -> retain.storage.v1.ListResponse
+	27, // 36: retain.storage.v1.SessionResponse.release_gate:type_name -> retain.storage.v1.ReleaseGateResponse
+	30, // 37: retain.storage.v1.SessionResponse.stat_many:type_name -> retain.storage.v1.StatManyResponse
+	36, // 38: retain.storage.v1.SessionResponse.get_inline:type_name -> retain.storage.v1.GetInlineResponse
+	3,  // 39: retain.storage.v1.Storage.Open:input_type -> retain.storage.v1.OpenRequest
+	5,  // 40: retain.storage.v1.Storage.Capabilities:input_type -> retain.storage.v1.CapabilitiesRequest
+	10, // 41: retain.storage.v1.Storage.Get:input_type -> retain.storage.v1.GetRequest
+	12, // 42: retain.storage.v1.Storage.Stat:input_type -> retain.storage.v1.StatRequest
+	15, // 43: retain.storage.v1.Storage.Put:input_type -> retain.storage.v1.PutRequest
+	17, // 44: retain.storage.v1.Storage.Delete:input_type -> retain.storage.v1.DeleteRequest
+	19, // 45: retain.storage.v1.Storage.DeleteMany:input_type -> retain.storage.v1.DeleteManyRequest
+	22, // 46: retain.storage.v1.Storage.List:input_type -> retain.storage.v1.ListRequest
+	24, // 47: retain.storage.v1.Storage.AcquireGate:input_type -> retain.storage.v1.AcquireGateRequest
+	26, // 48: retain.storage.v1.Storage.ReleaseGate:input_type -> retain.storage.v1.ReleaseGateRequest
+	28, // 49: retain.storage.v1.Storage.StatMany:input_type -> retain.storage.v1.StatManyRequest
+	31, // 50: retain.storage.v1.Storage.GetMany:input_type -> retain.storage.v1.GetManyRequest
+	34, // 51: retain.storage.v1.Storage.Session:input_type -> retain.storage.v1.SessionRequest
+	4,  // 52: retain.storage.v1.Storage.Open:output_type -> retain.storage.v1.OpenResponse
+	9,  // 53: retain.storage.v1.Storage.Capabilities:output_type -> retain.storage.v1.CapabilitiesResponse
+	11, // 54: retain.storage.v1.Storage.Get:output_type -> retain.storage.v1.GetResponse
+	13, // 55: retain.storage.v1.Storage.Stat:output_type -> retain.storage.v1.StatResponse
+	16, // 56: retain.storage.v1.Storage.Put:output_type -> retain.storage.v1.PutResponse
+	18, // 57: retain.storage.v1.Storage.Delete:output_type -> retain.storage.v1.DeleteResponse
+	21, // 58: retain.storage.v1.Storage.DeleteMany:output_type -> retain.storage.v1.DeleteManyResponse
+	23, // 59: retain.storage.v1.Storage.List:output_type -> retain.storage.v1.ListResponse
+	25, // 60: retain.storage.v1.Storage.AcquireGate:output_type -> retain.storage.v1.AcquireGateResponse
+	27, // 61: retain.storage.v1.Storage.ReleaseGate:output_type -> retain.storage.v1.ReleaseGateResponse
+	30, // 62: retain.storage.v1.Storage.StatMany:output_type -> retain.storage.v1.StatManyResponse
+	33, // 63: retain.storage.v1.Storage.GetMany:output_type -> retain.storage.v1.GetManyResponse
+	37, // 64: retain.storage.v1.Storage.Session:output_type -> retain.storage.v1.SessionResponse
+	52, // [52:65] is the sub-list for method output_type
+	39, // [39:52] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_retain_storage_v1_storage_proto_init() }
@@ -2634,8 +2811,9 @@ func file_retain_storage_v1_storage_proto_init() {
 		(*SessionRequest_List)(nil),
 		(*SessionRequest_ReleaseGate)(nil),
 		(*SessionRequest_StatMany)(nil),
+		(*SessionRequest_GetInline)(nil),
 	}
-	file_retain_storage_v1_storage_proto_msgTypes[35].OneofWrappers = []any{
+	file_retain_storage_v1_storage_proto_msgTypes[37].OneofWrappers = []any{
 		(*SessionResponse_Capabilities)(nil),
 		(*SessionResponse_Stat)(nil),
 		(*SessionResponse_Delete)(nil),
@@ -2643,6 +2821,7 @@ func file_retain_storage_v1_storage_proto_init() {
 		(*SessionResponse_List)(nil),
 		(*SessionResponse_ReleaseGate)(nil),
 		(*SessionResponse_StatMany)(nil),
+		(*SessionResponse_GetInline)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2650,7 +2829,7 @@ func file_retain_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_retain_storage_v1_storage_proto_rawDesc), len(file_retain_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,7 +36,8 @@ import (
 // _transactions/{read_version}-{uuid}.txn, and a commit that was not
 // rebased read N-1. It is used only when exactly one file carries
 // N-1 (a failed or concurrent commit leaves another: then the manifest is
-// read), and only when its content names the same read version and uuid.
+// read), or for compaction's two commits (see compactions), and only when
+// its content names the same read version and uuid.
 // Every replayed run ends at a manifest read in full: the replay of that
 // version (which must name the transaction the manifest names) has to
 // equal the manifest fragment for fragment, file for file, index for index,
@@ -89,11 +90,12 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 	for i, v := range vs {
 		keep[i] = len(roots[v.N]) > 0
 	}
-	names, err := pl.txnCandidates(ctx, m, keep)
+	names, pairs, err := pl.txnCandidates(ctx, m, keep)
 	if err != nil {
 		return err
 	}
 	ops := pl.readTxns(ctx, m, names)
+	pl.compactions(ctx, m, pairs, names, ops)
 	if err := ctx.Err(); err != nil {
 		return pl.refuse(m.ds.Key("_transactions/"), "reading transactions", err)
 	}
@@ -225,14 +227,16 @@ func (st *replay) unexplained(used map[string]bool) error {
 // txnCandidates lists m's transaction files and names, for each version
 // that may need one (a removed version, or a kept one right after a removed
 // one), the single file whose read version is the version before; "" when
-// there is none, more than one, or a gap in the numbering.
-func (pl *planner) txnCandidates(ctx context.Context, m *member, keep []bool) ([]string, error) {
+// there is none, more than one, or a gap in the numbering. pairs[i] holds
+// the two files of a possible compaction at versions i and i+1 (see
+// compactions).
+func (pl *planner) txnCandidates(ctx context.Context, m *member, keep []bool) ([]string, map[int][2]string, error) {
 	vs := m.versions
 	byRV := map[uint64][]string{}
 	prefix := m.ds.Key("_transactions") + "/"
 	objs, err := pl.d.Store.List(ctx, prefix, 0)
 	if err != nil {
-		return nil, pl.refuse(prefix, "listing "+branchName(m.branch)+"'s transactions", err)
+		return nil, nil, pl.refuse(prefix, "listing "+branchName(m.branch)+"'s transactions", err)
 	}
 	if objs == nil {
 		objs = []core.Info{}
@@ -245,15 +249,50 @@ func (pl *planner) txnCandidates(ctx context.Context, m *member, keep []bool) ([
 		}
 	}
 	names := make([]string, len(vs))
+	pairs := map[int][2]string{}
 	for i := 1; i < len(vs); i++ {
-		if vs[i].N != vs[i-1].N+1 || (keep[i] && keep[i-1]) {
+		if vs[i].N != vs[i-1].N+1 {
 			continue
 		}
-		if c := byRV[vs[i].N-1]; len(c) == 1 {
+		c := byRV[vs[i].N-1]
+		switch {
+		case len(c) == 1 && !(keep[i] && keep[i-1]):
 			names[i] = c[0]
+		case len(c) == 2 && i+1 < len(vs) && vs[i+1].N == vs[i].N+1 && len(byRV[vs[i+1].N-1]) == 0:
+			pairs[i] = [2]string{c[0], c[1]}
 		}
 	}
-	return names, nil
+	return names, pairs, nil
+}
+
+// compactions attributes the two commits of a compaction: LanceDB's
+// optimize reserves fragment ids (ReserveFragments, version N) and then
+// commits the Rewrite rebased onto it, which keeps its read version N-1,
+// so two files name N-1 and none N. When they are exactly one
+// ReserveFragments and one Rewrite, they are N's and N+1's in that order.
+// Like every attribution it is checked: the run must replay to the
+// manifest at its end, and no young transaction may be left over.
+func (pl *planner) compactions(ctx context.Context, m *member, pairs map[int][2]string, names []string, ops []*txnOp) {
+	for i, pair := range pairs {
+		var reserve, rewrite *txnOp
+		var rn, wn string
+		for _, name := range pair {
+			op, nb, err := m.ds.readTxn(ctx, name)
+			pl.stats.txnsRead++
+			pl.stats.txnBytes += nb
+			switch {
+			case err != nil:
+			case op.kind == txnReserveFragments && reserve == nil:
+				reserve, rn = op, name
+			case op.kind == txnRewrite && rewrite == nil:
+				rewrite, wn = op, name
+			}
+		}
+		if reserve != nil && rewrite != nil {
+			names[i], ops[i] = rn, reserve
+			names[i+1], ops[i+1] = wn, rewrite
+		}
+	}
 }
 
 // readTxns reads the named transactions, the store's parallelism at once;

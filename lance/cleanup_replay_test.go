@@ -216,6 +216,7 @@ func TestReplayPlanner(t *testing.T) {
 	t.Run("differential", func(t *testing.T) { testReplayDifferential(t, base, ws) })
 	t.Run("tampered", func(t *testing.T) { testReplayTampered(t, base, ws) })
 	t.Run("misattributed", func(t *testing.T) { testReplayMisattributed(t, filepath.Join(base, "cancel")) })
+	t.Run("compaction", func(t *testing.T) { testReplayCompaction(t, base, ws) })
 }
 
 func testReplayDifferential(t *testing.T, base string, ws []diffWorkload) {
@@ -253,10 +254,7 @@ func testReplayDifferential(t *testing.T, base string, ws []diffWorkload) {
 	if replayed*2 < versions {
 		t.Errorf("only %d of %d removed versions were replayed", replayed, versions)
 	}
-	// Rewrite is modelled too, but LanceDB's compaction reserves fragment
-	// ids in a commit of its own first, so the Rewrite commit is always
-	// rebased (read version two back) and its manifest is read instead.
-	for _, k := range []string{"Append", "Delete", "Update", "CreateIndex"} {
+	for _, k := range []string{"Append", "Delete", "Update", "CreateIndex", "ReserveFragments", "Rewrite"} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s transaction was replayed: %v", k, kinds)
 		}
@@ -480,4 +478,80 @@ func testReplayMisattributed(t *testing.T, src string) {
 			t.Errorf("the plan deletes %s, a young file no version references: %s", f.Key, f.Reason)
 		}
 	}
+}
+
+// testReplayCompaction replays compaction's commits as if the Rewrite
+// were not rebased onto ReserveFragments (compactions attributes the
+// rebased pair): with the Rewrite's file renamed to the read version after
+// (and its content to match), both are attributed by name, and the run
+// must still end exactly at the manifest Lance wrote. The renamed file is then a removed version's
+// transaction to the replay and an unreferenced one to the full reads, so
+// the plans are compared without a safety window, by what they delete.
+func testReplayCompaction(t *testing.T, base string, ws []diffWorkload) {
+	rewrites := 0
+	for _, w := range ws {
+		work := filepath.Join(t.TempDir(), w.name)
+		copyTree(t, filepath.Join(base, w.name, "db"), filepath.Join(work, "db"))
+		txns := filepath.Join(work, "db", "t.lance", "_transactions")
+		byRV := map[uint64][]string{}
+		all, _ := filepath.Glob(filepath.Join(txns, "*.txn"))
+		for _, p := range all {
+			if rv, _, ok := txnName(filepath.Base(p)); ok {
+				byRV[rv] = append(byRV[rv], p)
+			}
+		}
+		renamed := 0
+		for rv, ps := range byRV {
+			if len(ps) != 2 || len(byRV[rv+1]) != 0 || rv+1 >= 128 {
+				continue
+			}
+			var reserve, rewrite string
+			var rwUUID string
+			for _, p := range ps {
+				op, err := parseTxn(read(t, p))
+				switch {
+				case err != nil:
+				case op.kind == txnReserveFragments:
+					reserve = p
+				case op.kind == txnRewrite:
+					rewrite, rwUUID = p, op.uuid
+				}
+			}
+			b := read(t, rewrite)
+			if reserve == "" || rewrite == "" || !bytes.HasPrefix(b, []byte{0x08, byte(rv)}) {
+				continue
+			}
+			if err := os.Remove(rewrite); err != nil {
+				t.Fatal(err)
+			}
+			write(t, filepath.Join(txns, fmt.Sprintf("%d-%s.txn", rv+1, rwUUID)), append([]byte{0x08, byte(rv + 1)}, b[2:]...))
+			renamed++
+		}
+		if renamed == 0 {
+			continue
+		}
+		d := mustOpen(t, openStore(t, work), "db/t.lance")
+		p := Policy{KeepLast: 1, SafetyWindow: -1}
+		want, err := d.PlanCleanup(bg, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.FromTransactions = true
+		got, err := d.PlanCleanup(bg, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.stats.fellBack {
+			t.Errorf("%s: the replay of compaction does not end at Lance's manifest: %s", w.name, got.stats.mismatch)
+			continue
+		}
+		if a, b := strings.Join(planKeys(want), "\n"), strings.Join(planKeys(got), "\n"); a != b {
+			t.Errorf("%s: the replay deletes\n%s\nthe full reads\n%s", w.name, b, a)
+		}
+		rewrites += got.stats.kinds[txnRewrite]
+	}
+	if rewrites == 0 {
+		t.Fatal("no compaction was replayed")
+	}
+	t.Logf("%d rewrites replayed", rewrites)
 }

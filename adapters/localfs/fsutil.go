@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -218,7 +219,12 @@ func classifyDirErr(op, key string, parent int, seg, path string, create bool, e
 	return mapErr(op, key, "opening directory "+path, err)
 }
 
+// dirSyncs counts directory syncs, for the tests that hold batch deletes
+// to one per directory.
+var dirSyncs atomic.Int64
+
 func fsyncDir(fd int) error {
+	dirSyncs.Add(1)
 	err := unix.Fsync(fd)
 	if err == unix.EINVAL || err == unix.ENOTSUP || err == unix.EOPNOTSUPP {
 		return nil // the filesystem does not sync directories

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -433,17 +434,85 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	for i, k := range keys {
 		out[i].Key = k
 	}
+	// Keys are deleted directory by directory, each directory made durable
+	// with one fsync after all its unlinks rather than one per key: a
+	// cleanup's batch is mostly one folder (data/, _versions/), and a
+	// directory fsync costs what a whole unlink-and-sync of one key did.
+	groups := map[string][]int{}
+	var order []string
 	for i, k := range keys {
-		if err := ctx.Err(); err != nil {
-			return out, ctxError(op, k, err)
-		}
 		if err := checkKey("delete", k); err != nil {
 			out[i].Err = err
 			continue
 		}
-		if err := d.delete(ctx, "delete", k, ""); err != nil {
-			out[i].Err = err
+		dir := path.Dir(k)
+		if _, ok := groups[dir]; !ok {
+			order = append(order, dir)
 		}
+		groups[dir] = append(groups[dir], i)
+	}
+	for _, dir := range order {
+		if err := ctx.Err(); err != nil {
+			return out, ctxError(op, keys[groups[dir][0]], err)
+		}
+		d.deleteInDir(ctx, keys, groups[dir], out)
 	}
 	return out, nil
+}
+
+// deleteInDir unlinks the keys at idx, which share one directory, and syncs
+// that directory once. A key counts as deleted only once the sync is done:
+// if it fails, every key unlinked in this directory reports it (deleting
+// them again finds them gone, which is success).
+func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out []core.DeleteResult) {
+	first := keys[idx[0]]
+	dirSegs, _ := splitKey(first)
+	c, err := d.walk("delete", first, dirSegs, false)
+	if err != nil {
+		if core.KindOf(err) == core.ErrNotFound {
+			return // no directory: nothing to delete, each is a success
+		}
+		for _, i := range idx {
+			out[i].Err = err
+		}
+		return
+	}
+	defer c.close()
+	var unlinked []int
+	for _, i := range idx {
+		k := keys[i]
+		_, name := splitKey(k)
+		unlock, err := d.lockKey(ctx, "delete", k)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		kind, err := lstatAt(c.dir(), name)
+		switch {
+		case err != nil:
+			out[i].Err = mapErr("delete", k, "", err)
+		case kind == entSymlink:
+			out[i].Err = symlinkError("delete", k, k)
+		case kind != entFile:
+			// Nothing there (or a folder): an unconditional delete of a
+			// missing object succeeds.
+		default:
+			if err := unix.Unlinkat(c.dir(), name, 0); err != nil && err != unix.ENOENT {
+				out[i].Err = mapErr("delete", k, "unlinking the object", err)
+			} else if err == nil {
+				unlinked = append(unlinked, i)
+			}
+		}
+		unlock()
+	}
+	if len(unlinked) == 0 {
+		return
+	}
+	if err := fsyncDir(c.dir()); err != nil {
+		for _, i := range unlinked {
+			out[i].Err = mapErr("delete", keys[i], "fsync of the key's directory", err)
+		}
+		return
+	}
+	c.prune()
 }

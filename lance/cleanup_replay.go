@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -295,45 +293,49 @@ func (pl *planner) compactions(ctx context.Context, m *member, pairs map[int][2]
 	}
 }
 
-// readTxns reads the named transactions, the store's parallelism at once;
-// one that cannot be read or is not modelled is nil (its version's
-// manifest is read instead).
+// readTxns reads the named transactions in batches (Store.GetMany: one
+// request a batch through a plugin whose driver reads batches, the
+// store's parallelism of single reads otherwise); one that cannot be read
+// or is not modelled is nil (its version's manifest is read instead).
 func (pl *planner) readTxns(ctx context.Context, m *member, names []string) []*txnOp {
 	ops := make([]*txnOp, len(names))
-	depth := pl.p.ReadAhead
-	if depth <= 0 {
-		depth = min(m.ds.Store.Parallelism(), maxReadAhead)
-	}
-	sem := make(chan struct{}, max(1, depth))
-	var wg sync.WaitGroup
-	var reads, bytes atomic.Int64
+	var idx []int
+	var keys []string
 	for i, name := range names {
-		if name == "" {
-			continue
+		if _, _, ok := txnName(name); ok {
+			idx = append(idx, i)
+			keys = append(keys, m.ds.Key("_transactions/"+name))
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			op, nb, err := m.ds.readTxn(ctx, name)
-			reads.Add(1)
-			bytes.Add(nb)
-			if err == nil {
+	}
+	for lo := 0; lo < len(keys); lo += txnBatch {
+		hi := min(lo+txnBatch, len(keys))
+		res, err := m.ds.Store.GetMany(ctx, keys[lo:hi])
+		for j, r := range res {
+			if r.Key == "" {
+				continue // not answered before the call failed
+			}
+			pl.stats.txnsRead++
+			if r.Err != nil {
+				continue
+			}
+			i := idx[lo+j]
+			rv, uuid, _ := txnName(names[i])
+			op, nb, perr := parseTxnFile(r.Key, rv, uuid, r.Data)
+			pl.stats.txnBytes += nb
+			if perr == nil {
 				ops[i] = op
 			}
-		}()
+		}
+		if err != nil {
+			break // the rest are read as manifests
+		}
 	}
-	wg.Wait()
-	pl.stats.txnsRead += reads.Load()
-	pl.stats.txnBytes += bytes.Load()
 	return ops
 }
+
+// txnBatch is how many transactions one GetMany asks for: small files,
+// so a batch holds at most a few MB.
+const txnBatch = 128
 
 // replay is the files of the version being walked, kept as Lance's
 // manifest holds them, and when each file entered: a file's references by

@@ -398,6 +398,15 @@ func (d *Dataset) readTxn(ctx context.Context, name string) (*txnOp, int64, erro
 	if _, err := io.ReadFull(r, b); err != nil {
 		return nil, 0, err
 	}
+	return parseTxnFile(key, rv, uuid, b)
+}
+
+// parseTxnFile parses the body of the transaction file at key, named for
+// read version rv and uuid, and checks that it is that commit.
+func parseTxnFile(key string, rv uint64, uuid string, b []byte) (*txnOp, int64, error) {
+	if len(b) > maxManifestSize {
+		return nil, int64(len(b)), unusable("%s has %d bytes", key, len(b))
+	}
 	op, err := parseTxn(b)
 	if err != nil {
 		return nil, int64(len(b)), err

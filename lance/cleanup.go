@@ -513,7 +513,7 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 	}
 	for _, m := range pl.members {
 		decide := pl.decide
-		if pl.replayable(m) {
+		if pl.replayable(m) && pl.worthReplaying(m, roots[m.branch]) {
 			decide = pl.decideReplay
 		}
 		if err := decide(ctx, m, roots[m.branch]); err != nil {

@@ -80,6 +80,26 @@ func (pl *planner) replayable(m *member) bool {
 	return pl.p.FromTransactions && pl.p.OlderThan.IsZero() && m.branch == ""
 }
 
+// replayMinBytes is how many bytes of removed manifests make planning
+// from transactions worth its requests: it lists _transactions/ up front
+// and reads a transaction per replayed version, where the manifests it
+// spares cost one read each too. Below this the bytes saved are too few to
+// matter and the full planner's requests are fewer. A variable for the
+// package's tests, which replay small workloads.
+var replayMinBytes int64 = 1 << 20
+
+// worthReplaying says whether the removed (unrooted) manifests of m, by
+// their listed sizes, are many bytes enough to plan from transactions.
+func (pl *planner) worthReplaying(m *member, roots map[uint64][]string) bool {
+	var removed int64
+	for _, v := range m.versions {
+		if len(roots[v.N]) == 0 {
+			removed += v.Info.Size
+		}
+	}
+	return removed >= replayMinBytes
+}
+
 // decideReplay is decide for a member planned from transactions.
 func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64][]string) error {
 	vs := m.versions

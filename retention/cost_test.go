@@ -292,6 +292,7 @@ const (
 	classFirstPage       = "first listing page of a table folder (_versions/ twice, 4 managed folders)"
 	classKeptManifest    = "get of a kept version's manifest (PlanCleanup)"
 	classRemovedManifest = "get of a removed version's manifest (PlanCleanup)"
+	classTransaction     = "get of a transaction file (PlanCleanup from transactions)"
 	classMorePages       = "further listing pages of a table folder"
 	classOther           = "other"
 )
@@ -320,6 +321,8 @@ func classify(m measured, removed map[string]bool, pins map[string]bool) map[str
 			out[classMorePages]++
 		case r.op == "get" && removed[r.key]:
 			out[classRemovedManifest]++
+		case r.op == "get" && tableKey && strings.Contains(r.key, "/_transactions/"):
+			out[classTransaction]++
 		case r.op == "get" && tableKey && strings.Contains(r.key, "/_versions/"):
 			out[classKeptManifest]++
 		default:
@@ -492,9 +495,17 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 				t.Errorf("depth %d: Preview made %d requests of class %q, ResolveRoots %d", dc.depth, dc.previewBy[k], k, dc.rootsBy[k])
 			}
 		}
-		// Every removed manifest is read exactly once.
+		// Every removed manifest is read exactly once: the store's
+		// transaction files are not ones Lance writes (16 zero bytes), so
+		// planning from transactions falls back to each manifest, after
+		// one read of the transaction — the worst case, at most two
+		// requests per removed version (real transactions spare the
+		// manifest: lance's TestReplayPlanner).
 		if dc.previewBy[classRemovedManifest] != int64(dc.removed) {
 			t.Errorf("depth %d: %d reads of removed manifests for %d removed versions", dc.depth, dc.previewBy[classRemovedManifest], dc.removed)
+		}
+		if n := dc.previewBy[classTransaction]; n > int64(dc.removed+costTables*len(costPins(dc.depth))) {
+			t.Errorf("depth %d: %d reads of transaction files for %d removed versions", dc.depth, n, dc.removed)
 		}
 		// Further pages: a folder of n objects takes ceil(n/page) pages.
 		// Per table _versions/ (depth manifests) is listed twice (the
@@ -515,12 +526,14 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 		}
 	}
 	flat := func(dc depthCost) int64 {
-		return dc.preview.counts.Total() - dc.previewBy[classDiscovery] - dc.previewBy[classRemovedManifest] - dc.previewBy[classMorePages]
+		return dc.preview.counts.Total() - dc.previewBy[classDiscovery] - dc.previewBy[classRemovedManifest] - dc.previewBy[classTransaction] - dc.previewBy[classMorePages]
 	}
 	if flat(lo) != flat(hi) {
 		t.Errorf("preview's constant part: %d requests at depth %d, %d at depth %d", flat(lo), lo.depth, flat(hi), hi.depth)
 	}
-	owed := func(dc depthCost) int64 { return dc.previewBy[classRemovedManifest] + dc.previewBy[classMorePages] }
+	owed := func(dc depthCost) int64 {
+		return dc.previewBy[classRemovedManifest] + dc.previewBy[classTransaction] + dc.previewBy[classMorePages]
+	}
 	slope := float64(owed(hi)-owed(lo)) / float64(hi.removed-lo.removed)
 	total := float64(hi.preview.counts.Total()-lo.preview.counts.Total()) / float64(hi.removed-lo.removed)
 	t.Logf("root planning: %d requests at depth %d, %d at depth %d (%d without discovery at both)",

@@ -433,7 +433,10 @@ type member struct {
 	versions []Version
 	// txns: the listing of _transactions/ decideReplay made, which sweep
 	// uses rather than list it again (nil: not listed yet).
-	txns []core.Info
+	// versionObjs: the listing of _versions/ the versions came from,
+	// which sweep reuses.
+	versionObjs []core.Info
+	txns        []core.Info
 }
 
 // planner holds the state of one PlanCleanup.
@@ -593,11 +596,18 @@ func (pl *planner) listMembers(ctx context.Context, branches []Branch) error {
 				m.nested = append(m.nested, o.ds.Root+"/")
 			}
 		}
-		vs, err := m.ds.Versions(ctx)
+		// One listing of _versions/ serves both the versions and the sweep
+		// (its .tmp files): a second would cost a request per 1,000
+		// manifests and show nothing the plan could act on.
+		objs, err := pl.d.Store.List(ctx, m.ds.Key(versionsDir)+"/", maxVersionsList)
+		var vs []Version
+		if err == nil {
+			vs, err = m.ds.versionsIn(objs)
+		}
 		if err != nil {
 			return pl.refuse(m.ds.Key(versionsDir+"/"), "listing the versions of "+branchName(m.branch), err)
 		}
-		m.versions = vs
+		m.versions, m.versionObjs = vs, objs
 		last := vs[len(vs)-1]
 		pl.plan.Snapshot.Heads = append(pl.plan.Snapshot.Heads, HeadSnapshot{Branch: m.branch, Root: m.ds.Root,
 			Version: last.N, Key: last.Key, ObjectVersion: last.Info.Version})
@@ -844,6 +854,12 @@ func (pl *planner) sweep(ctx context.Context, m *member) error {
 		pl.listed = append(pl.listed, prefix)
 		if dir == "_transactions" && m.txns != nil {
 			for _, o := range m.txns {
+				pl.consider(m, o, removedManifest)
+			}
+			continue
+		}
+		if dir == versionsDir && m.versionObjs != nil {
+			for _, o := range m.versionObjs {
 				pl.consider(m, o, removedManifest)
 			}
 			continue

@@ -140,6 +140,11 @@ func (d *Dataset) Versions(ctx context.Context) ([]Version, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.versionsIn(objs)
+}
+
+// versionsIn is Versions over a listing of _versions/ already made.
+func (d *Dataset) versionsIn(objs []core.Info) ([]Version, error) {
 	var out []Version
 	var naming Naming
 	for _, o := range objs {

@@ -289,7 +289,7 @@ const (
 	classRegistry        = "registry head (list + get)"
 	classPinCheck        = "pin check: get of a pinned manifest (checkPin)"
 	classRefs            = "refs: list of _refs/tags/ and _refs/branches/, get of each tag"
-	classFirstPage       = "first listing page of a table folder (_versions/ twice, 4 managed folders)"
+	classFirstPage       = "first listing page of a table folder (_versions/ and 4 managed folders)"
 	classKeptManifest    = "get of a kept version's manifest (PlanCleanup)"
 	classRemovedManifest = "get of a removed version's manifest (PlanCleanup)"
 	classTransaction     = "get of a transaction file (PlanCleanup from transactions)"
@@ -508,11 +508,11 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 			t.Errorf("depth %d: %d reads of transaction files for %d removed versions", dc.depth, n, dc.removed)
 		}
 		// Further pages: a folder of n objects takes ceil(n/page) pages.
-		// Per table _versions/ (depth manifests) is listed twice (the
-		// versions, then the sweep for .tmp files), _transactions/ holds
-		// depth files, data/ depth+1; the 5 kept versions' objects sit on
-		// the first pages.
-		want := int64(costTables) * (3*(pages(dc.depth)-1) + (pages(dc.depth+1) - 1))
+		// Per table _versions/ (depth manifests) is listed once (the
+		// versions; the sweep for .tmp files reuses that listing),
+		// _transactions/ holds depth files, data/ depth+1; the 5 kept
+		// versions' objects sit on the first pages.
+		want := int64(costTables) * (2*(pages(dc.depth)-1) + (pages(dc.depth+1) - 1))
 		if dc.previewBy[classMorePages] != want {
 			t.Errorf("depth %d: %d further listing pages, want %d", dc.depth, dc.previewBy[classMorePages], want)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/internal/adapterbench"
 	"github.com/retain-dev/retain/internal/lancetest"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/testkit"
@@ -233,9 +234,17 @@ func TestCleanupBenchChild(t *testing.T) {
 			}
 		}
 	}()
-	drv, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
+	var drv core.Driver
+	if os.Getenv("RETAIN_CLEANUP_BENCH_PLUGIN") != "" {
+		// The same driver through the plugin boundary, as the retain
+		// binary runs its bundled adapters: this test binary as the plugin.
+		drv = adapterbench.Plugin(localfs.Adapter.Name)(t, core.Location{Scheme: "file", Path: dir})
+	} else {
+		d, err := localfs.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drv = d
 	}
 	counting := testkit.NewCounting(drv)
 	s, err := core.NewStore(bg, "localfs", counting)

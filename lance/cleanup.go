@@ -437,6 +437,70 @@ type member struct {
 	// which sweep reuses.
 	versionObjs []core.Info
 	txns        []core.Info
+	// first: the first listing page of each managed folder but
+	// _versions/, requested side by side as soon as the versions are
+	// listed (never before: a kept version's files must be in a listing
+	// made after it was seen) and awaited where the folder is walked.
+	first map[string]*firstPage
+}
+
+// firstPage is one folder's first listing page, requested ahead.
+type firstPage struct {
+	done chan struct{}
+	page core.ListPage
+	err  error
+}
+
+// prefetch requests the first page of m's managed folders (but
+// _versions/, listed already) in the background.
+func (pl *planner) prefetch(ctx context.Context, m *member) {
+	m.first = map[string]*firstPage{}
+	for _, dir := range managedDirs {
+		if dir == versionsDir {
+			continue
+		}
+		fp := &firstPage{done: make(chan struct{})}
+		m.first[dir] = fp
+		go func() {
+			defer close(fp.done)
+			fp.page, fp.err = pl.d.Store.ListPage(ctx, core.ListOptions{Prefix: m.ds.Key(dir) + "/"})
+		}()
+	}
+}
+
+// listDir walks every page of folder dir of m, the first from the
+// prefetch, handing each object to fn.
+func (pl *planner) listDir(ctx context.Context, m *member, dir string, fn func(core.Info)) error {
+	prefix := m.ds.Key(dir) + "/"
+	opts := core.ListOptions{Prefix: prefix}
+	var page core.ListPage
+	var err error
+	if fp := m.first[dir]; fp != nil {
+		select {
+		case <-fp.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		page, err = fp.page, fp.err
+	} else {
+		page, err = pl.d.Store.ListPage(ctx, opts)
+	}
+	for {
+		if err != nil {
+			return err
+		}
+		for _, o := range page.Objects {
+			fn(o)
+		}
+		if !page.More {
+			return nil
+		}
+		if len(page.Objects) == 0 {
+			return fmt.Errorf("listing %s: the store returned an empty page that claims more", prefix)
+		}
+		opts.StartAfter = page.Objects[len(page.Objects)-1].Key
+		page, err = pl.d.Store.ListPage(ctx, opts)
+	}
 }
 
 // planner holds the state of one PlanCleanup.
@@ -608,6 +672,7 @@ func (pl *planner) listMembers(ctx context.Context, branches []Branch) error {
 			return pl.refuse(m.ds.Key(versionsDir+"/"), "listing the versions of "+branchName(m.branch), err)
 		}
 		m.versions, m.versionObjs = vs, objs
+		pl.prefetch(ctx, m)
 		last := vs[len(vs)-1]
 		pl.plan.Snapshot.Heads = append(pl.plan.Snapshot.Heads, HeadSnapshot{Branch: m.branch, Root: m.ds.Root,
 			Version: last.N, Key: last.Key, ObjectVersion: last.Info.Version})
@@ -864,22 +929,8 @@ func (pl *planner) sweep(ctx context.Context, m *member) error {
 			}
 			continue
 		}
-		opts := core.ListOptions{Prefix: prefix}
-		for {
-			page, err := pl.d.Store.ListPage(ctx, opts)
-			if err != nil {
-				return pl.refuse(prefix, "listing "+branchName(m.branch)+"'s files", err)
-			}
-			for _, o := range page.Objects {
-				pl.consider(m, o, removedManifest)
-			}
-			if !page.More {
-				break
-			}
-			if len(page.Objects) == 0 {
-				return pl.refuse(prefix, "the store returned an empty page that claims more", nil)
-			}
-			opts.StartAfter = page.Objects[len(page.Objects)-1].Key
+		if err := pl.listDir(ctx, m, dir, func(o core.Info) { pl.consider(m, o, removedManifest) }); err != nil {
+			return pl.refuse(prefix, "listing "+branchName(m.branch)+"'s files", err)
 		}
 	}
 	return nil

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -252,12 +254,9 @@ func (pl *planner) txnCandidates(ctx context.Context, m *member, keep []bool) ([
 	vs := m.versions
 	byRV := map[uint64][]string{}
 	prefix := m.ds.Key("_transactions") + "/"
-	objs, err := pl.d.Store.List(ctx, prefix, 0)
-	if err != nil {
+	objs := []core.Info{}
+	if err := pl.listDir(ctx, m, "_transactions", func(o core.Info) { objs = append(objs, o) }); err != nil {
 		return nil, nil, pl.refuse(prefix, "listing "+branchName(m.branch)+"'s transactions", err)
-	}
-	if objs == nil {
-		objs = []core.Info{}
 	}
 	m.txns = objs
 	for _, o := range objs {
@@ -327,31 +326,39 @@ func (pl *planner) readTxns(ctx context.Context, m *member, names []string) []*t
 			keys = append(keys, m.ds.Key("_transactions/"+name))
 		}
 	}
-	for lo := 0; lo < len(keys); lo += txnBatch {
+	// A few batches side by side: each is one request, and through a
+	// plugin the batches of one table would otherwise wait on each other.
+	var reads, bytes atomic.Int64
+	batches := (len(keys) + txnBatch - 1) / txnBatch
+	_ = fanout.Each(ctx, min(txnBatchesAtOnce, m.ds.Store.Parallelism()), batches, func(ctx context.Context, b int) error {
+		lo := b * txnBatch
 		hi := min(lo+txnBatch, len(keys))
-		res, err := m.ds.Store.GetMany(ctx, keys[lo:hi])
+		res, _ := m.ds.Store.GetMany(ctx, keys[lo:hi])
 		for j, r := range res {
 			if r.Key == "" {
-				continue // not answered before the call failed
+				continue // not answered before the call failed: read as a manifest
 			}
-			pl.stats.txnsRead++
+			reads.Add(1)
 			if r.Err != nil {
 				continue
 			}
 			i := idx[lo+j]
 			rv, uuid, _ := txnName(names[i])
 			op, nb, perr := parseTxnFile(r.Key, rv, uuid, r.Data)
-			pl.stats.txnBytes += nb
+			bytes.Add(nb)
 			if perr == nil {
 				ops[i] = op
 			}
 		}
-		if err != nil {
-			break // the rest are read as manifests
-		}
-	}
+		return nil
+	})
+	pl.stats.txnsRead += reads.Load()
+	pl.stats.txnBytes += bytes.Load()
 	return ops
 }
+
+// txnBatchesAtOnce bounds the transaction batches of one table in flight.
+const txnBatchesAtOnce = 4
 
 // txnBatch is how many transactions one GetMany asks for: small files,
 // so a batch holds at most a few MB.

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -504,6 +505,7 @@ func testReplayCompaction(t *testing.T, base string, ws []diffWorkload) {
 			}
 		}
 		renamed := 0
+		var renamedNames []string
 		for rv, ps := range byRV {
 			if len(ps) != 2 || len(byRV[rv+1]) != 0 || rv+1 >= 128 {
 				continue
@@ -527,7 +529,9 @@ func testReplayCompaction(t *testing.T, base string, ws []diffWorkload) {
 			if err := os.Remove(rewrite); err != nil {
 				t.Fatal(err)
 			}
-			write(t, filepath.Join(txns, fmt.Sprintf("%d-%s.txn", rv+1, rwUUID)), append([]byte{0x08, byte(rv + 1)}, b[2:]...))
+			name := fmt.Sprintf("%d-%s.txn", rv+1, rwUUID)
+			write(t, filepath.Join(txns, name), append([]byte{0x08, byte(rv + 1)}, b[2:]...))
+			renamedNames = append(renamedNames, name)
 			renamed++
 		}
 		if renamed == 0 {
@@ -545,6 +549,16 @@ func testReplayCompaction(t *testing.T, base string, ws []diffWorkload) {
 			t.Fatal(err)
 		}
 		if got.stats.fellBack {
+			// A Rewrite whose own manifest ends a run (it is kept, or
+			// what follows does not replay) still names the file by its
+			// old name: the rename itself is the mismatch, and falling
+			// back is right. Which workloads end that way depends on
+			// what Lance's own cleanup mid-way removed, which follows
+			// the clock.
+			if slices.ContainsFunc(renamedNames, func(n string) bool { return strings.Contains(got.stats.mismatch, `the listing gave "`+n+`"`) }) {
+				t.Logf("%s: the renamed Rewrite ends a run (%s): fell back, as it must", w.name, got.stats.mismatch)
+				continue
+			}
 			t.Errorf("%s: the replay of compaction does not end at Lance's manifest: %s", w.name, got.stats.mismatch)
 			continue
 		}

@@ -201,7 +201,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	a.addAdapterFlags(root.PersistentFlags())
 	root.PersistentFlags().Float64Var(&a.maxRPS, "max-rps", envFloat("RETAIN_MAX_RPS"), "cap the requests per second to the store (0: no cap), for a bucket other workloads share; env RETAIN_MAX_RPS")
-	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 32 for S3); env RETAIN_PARALLELISM", core.MaxParallelism))
+	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 64 for S3, GCS and Azure); env RETAIN_PARALLELISM", core.MaxParallelism))
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	versionCmd := a.versionCmd()
 	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())

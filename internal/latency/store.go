@@ -25,21 +25,9 @@ type S3 struct {
 
 // NewS3 starts versitygw with a bucket and opens the store s3://bucket/store
 // both ways, in process (the plugin boundary is measured elsewhere).
-// RETAIN_LATENCY_EMULATOR=gofakes3 takes gofakes3 (in memory, in this
-// process) instead: at a fleet's request rates versitygw on 2 shared cores
-// falls behind the injected delay (35–44 ms a request at 64 in flight
-// instead of 20), and then the harness measures the emulator, not retain.
 func NewS3(tb testing.TB, delay time.Duration) *S3 {
 	tb.Helper()
-	var e *emulator.S3
-	switch v := os.Getenv("RETAIN_LATENCY_EMULATOR"); v {
-	case "", "versitygw":
-		e = emulator.Versitygw(tb)
-	case "gofakes3":
-		e = emulator.GoFakeS3(tb)
-	default:
-		tb.Fatalf("RETAIN_LATENCY_EMULATOR=%q: want versitygw (the default) or gofakes3", v)
-	}
+	e := emulator.Versitygw(tb)
 	e.CreateBucket(tb, Bucket)
 	emulator.IsolateAWS(tb, e.Env())
 	p := NewProxy(tb, e.Endpoint, delay)

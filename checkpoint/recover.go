@@ -236,7 +236,7 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 	republish := map[registry.ID]bool{}
 	r.livePin = map[registry.ID]lance.Tag{}
 	for _, cp := range r.base.Live() {
-		rp, err := registryPin(ctx, r.reg, cp)
+		rp, err := wholePin(ctx, r.reg, cp)
 		if err != nil && !errors.Is(err, registry.ErrCorruptRegistry) {
 			return err
 		}

@@ -223,10 +223,27 @@ func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 // registryPin describes cp's registry pin: one get of the version object
 // of the registry version that published it, for its Ref (ReadRef: never
 // its segments, and never a whole decode — this runs once per live
-// checkpoint in list, reconcile and recover).
+// checkpoint in list and reconcile). Registry recover, which takes that
+// version as the proof it republishes from, uses wholePin instead.
 func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkpoint) (PinHealth, error) {
+	return readRegistryPin(ctx, cp, func(v registry.Version) (registry.Ref, error) { return reg.ReadRef(ctx, v) })
+}
+
+// wholePin is registryPin reading the publishing version whole, segments
+// and all: a version that no longer reads whole is ErrCorruptRegistry.
+func wholePin(ctx context.Context, reg *registry.Registry, cp registry.Checkpoint) (PinHealth, error) {
+	return readRegistryPin(ctx, cp, func(v registry.Version) (registry.Ref, error) {
+		snap, err := reg.Read(ctx, v)
+		if err != nil {
+			return registry.Ref{}, err
+		}
+		return snap.Ref(), nil
+	})
+}
+
+func readRegistryPin(ctx context.Context, cp registry.Checkpoint, refOf func(registry.Version) (registry.Ref, error)) (PinHealth, error) {
 	p := PinHealth{Kind: "registry", Path: registry.RegistryPath, Branch: registry.MainBranch, Version: uint64(cp.RegistryVersion)}
-	ref, err := reg.ReadRef(ctx, cp.RegistryVersion)
+	ref, err := refOf(cp.RegistryVersion)
 	if errors.Is(err, core.ErrNotFound) {
 		p.Status, p.Detail = PinGone, fmt.Sprintf("registry version %d, which this checkpoint's registry pin keeps, is missing: the checkpoint's logical record is lost and no reconcile can restore it", cp.RegistryVersion)
 		return p, nil

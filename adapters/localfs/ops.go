@@ -452,10 +452,9 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 		groups[dir] = append(groups[dir], i)
 	}
 	for _, dir := range order {
-		if err := ctx.Err(); err != nil {
-			return out, ctxError(op, keys[groups[dir][0]], err)
+		if err := d.deleteInDir(ctx, keys, groups[dir], out); err != nil {
+			return out, err
 		}
-		d.deleteInDir(ctx, keys, groups[dir], out)
 	}
 	return out, nil
 }
@@ -463,24 +462,34 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 // deleteInDir unlinks the keys at idx, which share one directory, and syncs
 // that directory once. A key counts as deleted only once the sync is done:
 // if it fails, every key unlinked in this directory reports it (deleting
-// them again finds them gone, which is success).
-func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out []core.DeleteResult) {
+// them again finds them gone, which is success). An ended context stops it
+// before the next key (a cleanup that lost its claim must not go on
+// deleting): what was unlinked is still synced, and the error is returned.
+func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out []core.DeleteResult) error {
+	if err := ctx.Err(); err != nil {
+		return ctxError("delete-many", keys[idx[0]], err)
+	}
 	first := keys[idx[0]]
 	dirSegs, _ := splitKey(first)
 	c, err := d.walk("delete", first, dirSegs, false)
 	if err != nil {
 		if core.KindOf(err) == core.ErrNotFound {
-			return // no directory: nothing to delete, each is a success
+			return nil // no directory: nothing to delete, each is a success
 		}
 		for _, i := range idx {
 			out[i].Err = err
 		}
-		return
+		return nil
 	}
 	defer c.close()
 	var unlinked []int
+	var stopped error
 	for _, i := range idx {
 		k := keys[i]
+		if err := ctx.Err(); err != nil {
+			stopped = ctxError("delete-many", k, err)
+			break
+		}
 		_, name := splitKey(k)
 		unlock, err := d.lockKey(ctx, "delete", k)
 		if err != nil {
@@ -506,13 +515,16 @@ func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out 
 		unlock()
 	}
 	if len(unlinked) == 0 {
-		return
+		return stopped
 	}
 	if err := fsyncDir(c.dir()); err != nil {
 		for _, i := range unlinked {
 			out[i].Err = mapErr("delete", keys[i], "fsync of the key's directory", err)
 		}
-		return
+		return stopped
 	}
-	c.prune()
+	if stopped == nil {
+		c.prune()
+	}
+	return stopped
 }

@@ -1246,26 +1246,18 @@ func ownerRoot(roots map[string]bool, key string) (string, bool) {
 
 // recheck compares the dataset with the plan's snapshot.
 func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reason string, cause error) error) error {
-	tags, err := d.ListTags(ctx)
+	key, same, err := d.refsSince(ctx, tagsDir, tagNameFromFile, plan.Snapshot.Tags)
 	if err != nil {
 		return &CleanupError{Dataset: d.Root, Key: d.Key(tagsDir + "/"), Reason: "re-reading the tags", Err: ErrCleanupRefused, Cause: err}
 	}
-	var nowTags []RefSnapshot
-	for _, t := range tags {
-		nowTags = append(nowTags, RefSnapshot{Name: t.Name, Key: t.Info.Key, ObjectVersion: t.Info.Version})
-	}
-	if key, ok := sameRefs(plan.Snapshot.Tags, nowTags); !ok {
+	if !same {
 		return stale(key, "a tag was created, changed or deleted", nil)
 	}
-	branches, err := d.ListBranches(ctx)
+	key, same, err = d.refsSince(ctx, branchesDir, branchNameFromFile, plan.Snapshot.Branches)
 	if err != nil {
 		return &CleanupError{Dataset: d.Root, Key: d.Key(branchesDir + "/"), Reason: "re-reading the branches", Err: ErrCleanupRefused, Cause: err}
 	}
-	var nowBranches []RefSnapshot
-	for _, b := range branches {
-		nowBranches = append(nowBranches, RefSnapshot{Name: b.Name, Key: b.Info.Key, ObjectVersion: b.Info.Version})
-	}
-	if key, ok := sameRefs(plan.Snapshot.Branches, nowBranches); !ok {
+	if !same {
 		return stale(key, "a branch was created, changed or deleted", nil)
 	}
 	for _, h := range plan.Snapshot.Heads {
@@ -1290,21 +1282,62 @@ func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reaso
 	return nil
 }
 
-func sameRefs(a, b []RefSnapshot) (string, bool) {
-	m := map[string]RefSnapshot{}
-	for _, r := range a {
-		m[r.Key] = r
+// refsSince says whether the ref files under dir are still the ones a plan
+// recorded: the same keys and names, each at the version recorded. It
+// lists the folder and reads only a file whose listed version is not the
+// recorded one (a ref that changed, or a store whose listings name
+// versions otherwise than its reads), so an unchanged folder costs one
+// listing where reading every ref cost one request more per ref. Any file
+// the plan did not record (a new ref, one Lance cannot read) is a change:
+// planning refuses those, so it is new. key names the first change.
+func (d *Dataset) refsSince(ctx context.Context, dir string, nameOf func(string) (string, string), planned []RefSnapshot) (key string, same bool, err error) {
+	prefix := d.Key(dir) + "/"
+	objs, err := d.Store.List(ctx, prefix, maxRefsList)
+	if err != nil {
+		return "", false, err
 	}
-	for _, r := range b {
-		if o, ok := m[r.Key]; !ok || o != r {
-			return r.Key, false
+	want := make(map[string]RefSnapshot, len(planned))
+	for _, r := range planned {
+		want[r.Key] = r
+	}
+	seen := map[string]bool{}
+	for _, o := range objs {
+		rel := strings.TrimPrefix(o.Key, prefix)
+		if i := strings.IndexByte(rel, '/'); i >= 0 {
+			if f := rel[:i]; strings.HasSuffix(f, refExt) {
+				return prefix + f, false, nil // a folder Lance lists as a ref
+			}
+			continue
 		}
-		delete(m, r.Key)
+		if !strings.HasSuffix(rel, refExt) {
+			continue
+		}
+		name, reason := nameOf(rel)
+		p, ok := want[o.Key]
+		if reason != "" || !ok || p.Name != name {
+			return o.Key, false, nil
+		}
+		seen[o.Key] = true
+		if o.Version != "" && o.Version == p.ObjectVersion {
+			continue
+		}
+		_, info, err := d.Store.ReadAll(ctx, o.Key)
+		if errors.Is(err, core.ErrNotFound) {
+			return o.Key, false, nil
+		}
+		if err != nil {
+			return "", false, err
+		}
+		if info.Version != p.ObjectVersion {
+			return o.Key, false, nil
+		}
 	}
-	for k := range m {
-		return k, false
+	for _, r := range planned {
+		if !seen[r.Key] {
+			return r.Key, false, nil
+		}
 	}
-	return "", true
+	return "", true, nil
 }
 
 // deleteParallelism is how many DeleteMany calls run at once: Lance's own

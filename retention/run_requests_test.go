@@ -57,10 +57,12 @@ func countedStore(t *testing.T, n int) (*core.Store, *testkit.Counting) {
 // the pin's tag from its listing of the table's tags instead of reading
 // the tag again; root planning takes the pinned manifest reconcile just
 // read under the same claim as read; each table's plan is carried out as
-// this run journaled it, not read back from the journal; and planning
-// lists _versions/ once, for the versions and the sweep.
+// this run journaled it, not read back from the journal; planning lists
+// _versions/ once, for the versions and the sweep; and the recheck before
+// deleting compares the refs' listing with the plan instead of reading
+// every tag again.
 func TestRunRequestsPerTable(t *testing.T) {
-	const perTable = 25 // 29 before; 26 before planning listed _versions/ once
+	const perTable = 24 // 29 before; 26 before planning listed _versions/ once; 25 before the recheck compared listings
 	cost := func(n int) int64 {
 		s, cnt := countedStore(t, n)
 		if _, err := checkpoint.Create(bg, s, "nightly", ""); err != nil {
@@ -171,7 +173,7 @@ func (d *depthDriver) depth() int {
 // read rather than read them again; a table's outcome is audited while the
 // journal is saved.
 func TestRunSerialDepth(t *testing.T) {
-	const maxDepth = 38 // 53 before; 39 before planning listed _versions/ once
+	const maxDepth = 33 // 53 before; 39 before planning listed _versions/ once; 38 before the recheck compared listings
 	s, cnt := countedStore(t, 1)
 	_ = cnt
 	if _, err := checkpoint.Create(bg, s, "nightly", ""); err != nil {

@@ -1296,44 +1296,41 @@ func (d *Dataset) refsSince(ctx context.Context, dir string, nameOf func(string)
 	if err != nil {
 		return "", false, err
 	}
+	var bad string
+	files := refFiles("ref", prefix, objs, nameOf, func(m *MalformedRefError) {
+		if bad == "" {
+			bad = m.Key
+		}
+	})
+	if bad != "" {
+		return bad, false, nil
+	}
 	want := make(map[string]RefSnapshot, len(planned))
 	for _, r := range planned {
 		want[r.Key] = r
 	}
-	seen := map[string]bool{}
-	for _, o := range objs {
-		rel := strings.TrimPrefix(o.Key, prefix)
-		if i := strings.IndexByte(rel, '/'); i >= 0 {
-			if f := rel[:i]; strings.HasSuffix(f, refExt) {
-				return prefix + f, false, nil // a folder Lance lists as a ref
-			}
+	for _, f := range files {
+		p, ok := want[f.info.Key]
+		if !ok || p.Name != f.name {
+			return f.info.Key, false, nil
+		}
+		delete(want, f.info.Key)
+		if f.info.Version != "" && f.info.Version == p.ObjectVersion {
 			continue
 		}
-		if !strings.HasSuffix(rel, refExt) {
-			continue
-		}
-		name, reason := nameOf(rel)
-		p, ok := want[o.Key]
-		if reason != "" || !ok || p.Name != name {
-			return o.Key, false, nil
-		}
-		seen[o.Key] = true
-		if o.Version != "" && o.Version == p.ObjectVersion {
-			continue
-		}
-		_, info, err := d.Store.ReadAll(ctx, o.Key)
+		_, info, err := d.Store.ReadAll(ctx, f.info.Key)
 		if errors.Is(err, core.ErrNotFound) {
-			return o.Key, false, nil
+			return f.info.Key, false, nil
 		}
 		if err != nil {
 			return "", false, err
 		}
 		if info.Version != p.ObjectVersion {
-			return o.Key, false, nil
+			return f.info.Key, false, nil
 		}
 	}
 	for _, r := range planned {
-		if !seen[r.Key] {
+		if _, left := want[r.Key]; left {
 			return r.Key, false, nil
 		}
 	}

@@ -190,11 +190,49 @@ func (d *Dataset) readRefs(ctx context.Context, ref, dir string, nameOf func(str
 	if err != nil {
 		return err
 	}
-	type job struct {
-		name string
-		key  string
+	jobs := refFiles(ref, prefix, objs, nameOf, malformed)
+	type result struct {
+		body []byte
+		info core.Info
+		err  error
 	}
-	var jobs []job
+	res := make([]result, len(jobs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, refReadConns)
+	for i, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			b, info, err := d.Store.ReadAll(ctx, j.info.Key)
+			res[i] = result{b, info, err}
+		}()
+	}
+	wg.Wait()
+	for i, r := range res {
+		switch {
+		case errors.Is(r.err, core.ErrNotFound):
+			continue
+		case r.err != nil:
+			return r.err
+		}
+		got(jobs[i].name, r.body, r.info)
+	}
+	return nil
+}
+
+// refFile is one file of a refs folder that Lance reads as a ref, with
+// its listing.
+type refFile struct {
+	name string
+	info core.Info
+}
+
+// refFiles picks, from a listing of a refs folder, the files Lance reads as
+// refs, as Lance lists them: one level, ".json" files, named by nameOf. A
+// folder named like a ref and a file whose name is not one are malformed.
+func refFiles(ref, prefix string, objs []core.Info, nameOf func(string) (string, string), malformed func(*MalformedRefError)) []refFile {
+	var out []refFile
 	folders := map[string]bool{}
 	for _, o := range objs {
 		rel := strings.TrimPrefix(o.Key, prefix)
@@ -216,36 +254,9 @@ func (d *Dataset) readRefs(ctx context.Context, ref, dir string, nameOf func(str
 			malformed(&MalformedRefError{Ref: ref, Key: o.Key, Reason: reason})
 			continue
 		}
-		jobs = append(jobs, job{name, o.Key})
+		out = append(out, refFile{name, o})
 	}
-	type result struct {
-		body []byte
-		info core.Info
-		err  error
-	}
-	res := make([]result, len(jobs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, refReadConns)
-	for i, j := range jobs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			b, info, err := d.Store.ReadAll(ctx, j.key)
-			res[i] = result{b, info, err}
-		}()
-	}
-	wg.Wait()
-	for i, r := range res {
-		switch {
-		case errors.Is(r.err, core.ErrNotFound):
-			continue
-		case r.err != nil:
-			return r.err
-		}
-		got(jobs[i].name, r.body, r.info)
-	}
-	return nil
+	return out
 }
 
 // ReadTag reads one tag. A missing tag is ErrTagNotFound (kind

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/retain-dev/retain/checkpoint"
@@ -128,5 +129,41 @@ func TestRecoverNeverRebuildsBelowANewerBuildsVersion(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, registry.VersionKey(v+2))); !os.IsNotExist(err) {
 		t.Fatalf("recover published a version above the newer build's: %v", err)
+	}
+}
+
+// TestRecoverGetsOutOfAMissingSegment: a segmented head whose segment is
+// gone refuses every reader with ErrCorruptRegistry naming `retain registry
+// recover STORE`; that command rebuilds the registry from the pins, after
+// which the head reads, verify is clean and the checkpoint is live again.
+func TestRecoverGetsOutOfAMissingSegment(t *testing.T) {
+	t.Setenv(registry.SpillEnv, "0")
+	dir, id := setup(t)
+	s := open(t, dir, false)
+	segs := segmentFiles(t, dir)
+	if len(segs) == 0 {
+		t.Fatal("no segments: the registry is not segmented")
+	}
+	for k := range segs {
+		if err := os.Remove(filepath.Join(dir, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := registry.Open(s, registry.Options{}).Head(bg)
+	if !errors.Is(err, registry.ErrCorruptRegistry) || !strings.Contains(err.Error(), "retain registry recover STORE") {
+		t.Fatalf("head with its segments gone: %v; want ErrCorruptRegistry naming retain registry recover", err)
+	}
+	if _, err := checkpoint.Recover(bg, s, checkpoint.RecoverOptions{}); err != nil {
+		t.Fatalf("recover: %v", err)
+	}
+	if _, _, err := registry.Open(s, registry.Options{}).Head(bg); err != nil {
+		t.Fatalf("head after recover: %v", err)
+	}
+	if rep, err := checkpoint.Verify(bg, s); err != nil {
+		t.Fatalf("verify after recover: %v %+v", err, rep)
+	}
+	in, err := checkpoint.Show(bg, s, id, false)
+	if err != nil || in.Health != "ok" {
+		t.Fatalf("the checkpoint after recover: %+v, %v", in, err)
 	}
 }

@@ -90,6 +90,38 @@ type Report struct {
 	verified map[string]bool
 	// head is the registry head read (version RegistryVersion).
 	head *registry.Snapshot
+	// refs: each root's refs as this reconcile read them, before acting.
+	refs map[string]*lance.Refs
+	// settling: reconcile acted on a sidecar (a rollback deletes tags
+	// across tables, and one that fails part way reports only its failure).
+	settling bool
+}
+
+// Refs returns table root's tags and branches listing as this reconcile
+// read them, for a caller still holding the claim it ran under to plan
+// cleanup from (lance.Policy.Refs) instead of reading them again. It is
+// nil when reconcile did not read them whole or may have changed them: a
+// pin repaired or reclaimed there, a conflict there, or any sidecar
+// settled. (A plan records the refs it used and refuses to delete if they
+// changed since, so stale refs could cost a table its cleanup, never its
+// data.)
+func (r *Report) Refs(root string) *lance.Refs {
+	if r == nil || r.refs[root] == nil || r.settling {
+		return nil
+	}
+	for _, es := range [][]PinEvent{r.Repaired, r.Reclaimed} {
+		for _, e := range es {
+			if e.Path == root {
+				return nil
+			}
+		}
+	}
+	for _, c := range r.Conflicts {
+		if c.Path == root {
+			return nil
+		}
+	}
+	return r.refs[root]
 }
 
 // Head is the registry head this reconcile read, at RegistryVersion (nil
@@ -418,24 +450,29 @@ func (p *reconcilePass) explainLive(ctx context.Context) error {
 func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
 	roots := append([]string{registry.RegistryPath}, p.rep.Tables...)
 	type listed struct {
-		ds  *lance.Dataset
-		ts  []lance.Tag
-		err error
+		ds   *lance.Dataset
+		refs *lance.Refs
+		err  error
 	}
-	// Every root's tags side by side; judged below in root order.
+	// Every root's tags side by side; judged below in root order. One
+	// listing of _refs/ a root: cleanup run plans from the same reading.
 	all, err := fanout.Map(ctx, p.s.Parallelism(), len(roots), func(ctx context.Context, i int) (listed, error) {
 		ds, err := lance.Open(p.s, roots[i])
 		if err != nil {
 			return listed{}, err
 		}
-		ts, err := ds.ListTags(ctx)
-		return listed{ds, ts, err}, nil
+		refs, err := ds.ReadRefs(ctx)
+		return listed{ds, refs, err}, nil
 	})
 	if err != nil {
 		return err
 	}
 	for i, root := range roots {
-		ds, ts, err := all[i].ds, all[i].ts, all[i].err
+		ds, err := all[i].ds, all[i].err
+		var ts []lance.Tag
+		if err == nil {
+			ts, err = all[i].refs.Tags, all[i].refs.TagsErr
+		}
 		var mal *lance.MalformedRefsError
 		if errors.As(err, &mal) {
 			for _, k := range mal.Keys() {
@@ -453,6 +490,10 @@ func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
 			byName[t.Name] = t
 		}
 		p.listed[root] = byName
+		if p.rep.refs == nil {
+			p.rep.refs = map[string]*lance.Refs{}
+		}
+		p.rep.refs[root] = all[i].refs
 		for _, t := range ts {
 			if !registry.IsReservedTag(t.Name) || p.explained[root][t.Name] {
 				continue
@@ -480,6 +521,7 @@ func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
 // with its sidecar; a sidecar whose rollback did not finish is kept, since
 // it still explains what is left.
 func (p *reconcilePass) actSidecars(ctx context.Context) error {
+	p.rep.settling = p.rep.settling || len(p.sidecars) > 0
 	for _, a := range p.sidecars {
 		res := SidecarResult{OperationID: a.sc.OperationID, CheckpointID: a.sc.CheckpointID, Name: a.sc.Name, Outcome: a.outcome}
 		if a.outcome == SidecarRolledBack {

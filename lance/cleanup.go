@@ -231,6 +231,13 @@ type Policy struct {
 	// It applies to policies without OlderThan; the plan is the same but
 	// for what PlannedVersion.FromTransaction says.
 	FromTransactions bool
+
+	// Refs are the dataset's tags and branches read already (ReadRefs),
+	// by a caller that read them anyway: the plan takes them instead of
+	// reading _refs/ again. They may be a little older than the plan: the
+	// plan records them, and ExecuteCleanup refuses a table whose refs
+	// changed since. Refs of another dataset are ignored.
+	Refs *Refs
 }
 
 func (p Policy) now() time.Time {
@@ -617,16 +624,24 @@ func (pl *planner) windowText() string {
 	return pl.window.String()
 }
 
-// readRefs lists tags and branches; a malformed file refuses.
+// readRefs reads tags and branches (or takes Policy.Refs, read already);
+// a malformed file refuses.
 func (pl *planner) readRefs(ctx context.Context) ([]Tag, []Branch, error) {
-	tags, err := pl.d.ListTags(ctx)
-	if err != nil {
-		return nil, nil, pl.refuseRefs(err, "tags")
+	refs := pl.p.Refs
+	if refs == nil || refs.Dataset != pl.d.Root {
+		var err error
+		if refs, err = pl.d.ReadRefs(ctx); err != nil {
+			return nil, nil, pl.refuseRefs(err, "tags and branches")
+		}
 	}
-	branches, err := pl.d.ListBranches(ctx)
+	if refs.TagsErr != nil {
+		return nil, nil, pl.refuseRefs(refs.TagsErr, "tags")
+	}
+	branches, err := refs.branches(ctx, pl.d)
 	if err != nil {
 		return nil, nil, pl.refuseRefs(err, "branches")
 	}
+	tags := refs.Tags
 	for _, t := range tags {
 		pl.plan.Snapshot.Tags = append(pl.plan.Snapshot.Tags, RefSnapshot{Name: t.Name, Key: t.Info.Key, ObjectVersion: t.Info.Version})
 	}
@@ -1246,14 +1261,19 @@ func ownerRoot(roots map[string]bool, key string) (string, bool) {
 
 // recheck compares the dataset with the plan's snapshot.
 func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reason string, cause error) error) error {
-	key, same, err := d.refsSince(ctx, tagsDir, tagNameFromFile, plan.Snapshot.Tags)
+	// One listing of _refs/ for tags and branches both.
+	tagObjs, branchObjs, err := d.refsListing(ctx)
+	if err != nil {
+		return &CleanupError{Dataset: d.Root, Key: d.Key(refsDir + "/"), Reason: "re-reading the tags and branches", Err: ErrCleanupRefused, Cause: err}
+	}
+	key, same, err := d.refsSince(ctx, tagsDir, tagObjs, tagNameFromFile, plan.Snapshot.Tags)
 	if err != nil {
 		return &CleanupError{Dataset: d.Root, Key: d.Key(tagsDir + "/"), Reason: "re-reading the tags", Err: ErrCleanupRefused, Cause: err}
 	}
 	if !same {
 		return stale(key, "a tag was created, changed or deleted", nil)
 	}
-	key, same, err = d.refsSince(ctx, branchesDir, branchNameFromFile, plan.Snapshot.Branches)
+	key, same, err = d.refsSince(ctx, branchesDir, branchObjs, branchNameFromFile, plan.Snapshot.Branches)
 	if err != nil {
 		return &CleanupError{Dataset: d.Root, Key: d.Key(branchesDir + "/"), Reason: "re-reading the branches", Err: ErrCleanupRefused, Cause: err}
 	}
@@ -1282,20 +1302,16 @@ func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reaso
 	return nil
 }
 
-// refsSince says whether the ref files under dir are still the ones a plan
-// recorded: the same keys and names, each at the version recorded. It
-// lists the folder and reads only a file whose listed version is not the
+// refsSince says whether the ref files under dir (objs, its listing) are
+// still the ones a plan recorded: the same keys and names, each at the
+// version recorded. It reads only a file whose listed version is not the
 // recorded one (a ref that changed, or a store whose listings name
 // versions otherwise than its reads), so an unchanged folder costs one
 // listing where reading every ref cost one request more per ref. Any file
 // the plan did not record (a new ref, one Lance cannot read) is a change:
 // planning refuses those, so it is new. key names the first change.
-func (d *Dataset) refsSince(ctx context.Context, dir string, nameOf func(string) (string, string), planned []RefSnapshot) (key string, same bool, err error) {
+func (d *Dataset) refsSince(ctx context.Context, dir string, objs []core.Info, nameOf func(string) (string, string), planned []RefSnapshot) (key string, same bool, err error) {
 	prefix := d.Key(dir) + "/"
-	objs, err := d.Store.List(ctx, prefix, maxRefsList)
-	if err != nil {
-		return "", false, err
-	}
 	var bad string
 	files := refFiles("ref", prefix, objs, nameOf, func(m *MalformedRefError) {
 		if bad == "" {

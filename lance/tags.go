@@ -190,7 +190,15 @@ func (d *Dataset) readRefs(ctx context.Context, ref, dir string, nameOf func(str
 	if err != nil {
 		return err
 	}
-	jobs := refFiles(ref, prefix, objs, nameOf, malformed)
+	return d.readRefFiles(ctx, refFiles(ref, prefix, objs, nameOf, malformed), func(_ int, name string, body []byte, info core.Info) {
+		got(name, body, info)
+	})
+}
+
+// readRefFiles reads the ref files jobs names, refReadConns at a time, and
+// hands each body to got in the order of jobs (i its index), serially. A
+// file deleted since its listing is skipped; any other error returns.
+func (d *Dataset) readRefFiles(ctx context.Context, jobs []refFile, got func(i int, name string, body []byte, info core.Info)) error {
 	type result struct {
 		body []byte
 		info core.Info
@@ -216,7 +224,7 @@ func (d *Dataset) readRefs(ctx context.Context, ref, dir string, nameOf func(str
 		case r.err != nil:
 			return r.err
 		}
-		got(jobs[i].name, r.body, r.info)
+		got(i, jobs[i].name, r.body, r.info)
 	}
 	return nil
 }

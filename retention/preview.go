@@ -219,6 +219,10 @@ type Policy struct {
 	// planning takes them rather than read them again.
 	head   *registry.Snapshot
 	tables []string
+	// refs, set by Run from the same reconcile, is a table's refs as it
+	// read them (nil: read them): planning takes them rather than list
+	// _refs/ again; the plan's recheck before deleting catches any change.
+	refs func(root string) *lance.Refs
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -350,8 +354,12 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		// Removed versions are planned from their transactions where Lance
 		// wrote ones retain models, from their manifests otherwise: the
 		// same plan, a few percent of the bytes for a long history.
+		var refs *lance.Refs
+		if p.refs != nil {
+			refs = p.refs(rs.Tables[i].Table)
+		}
 		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: rs.Tables[i].Extra,
-			Now: func() time.Time { return now }, ReadAhead: depth, FromTransactions: true})
+			Now: func() time.Time { return now }, ReadAhead: depth, FromTransactions: true, Refs: refs})
 	})
 	if err != nil {
 		return nil, err

@@ -196,6 +196,7 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	// What reconcile just read under this claim (the registry head, the
 	// tables, the pinned manifests) is not read again.
 	p.verified, p.verifiedAt = rep.Reconcile.CommitVerified, uint64(rep.Reconcile.RegistryVersion)
+	p.refs = rep.Reconcile.Refs
 	if head := rep.Reconcile.Head(); head != nil && head.Version == rep.Reconcile.RegistryVersion {
 		p.head, p.tables = head, rep.Reconcile.Tables
 	}

@@ -58,11 +58,12 @@ func countedStore(t *testing.T, n int) (*core.Store, *testkit.Counting) {
 // the tag again; root planning takes the pinned manifest reconcile just
 // read under the same claim as read; each table's plan is carried out as
 // this run journaled it, not read back from the journal; planning lists
-// _versions/ once, for the versions and the sweep; and the recheck before
-// deleting compares the refs' listing with the plan instead of reading
-// every tag again.
+// _versions/ once, for the versions and the sweep; planning takes the
+// tags reconcile read under the same claim instead of listing and reading
+// them again; and the recheck before deleting compares one listing of
+// _refs/ with the plan instead of reading every tag again.
 func TestRunRequestsPerTable(t *testing.T) {
-	const perTable = 24 // 29 before; 26 before planning listed _versions/ once; 25 before the recheck compared listings
+	const perTable = 20 // 29 before; 26 before planning listed _versions/ once; 25 before the recheck compared listings; 24 before planning took the refs reconcile read and the recheck listed _refs/ once
 	cost := func(n int) int64 {
 		s, cnt := countedStore(t, n)
 		if _, err := checkpoint.Create(bg, s, "nightly", ""); err != nil {

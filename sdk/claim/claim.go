@@ -226,6 +226,8 @@ type Handle struct {
 	payload Payload
 	version string
 	scope   core.Scope
+
+	checks checks // Verify's shared reads (verify.go)
 }
 
 // Payload returns what was written.
@@ -416,8 +418,15 @@ func Read(ctx context.Context, s *core.Store) (*Payload, core.Info, error) {
 
 // Verify proves the handle still owns the claim: the object exists with the
 // version it was created with and carries the handle's token. Every
-// protected phase of an operation calls it before acting.
+// protected phase of an operation calls it before acting. Calls made
+// while a check is on the wire share the next one (verify.go): each
+// caller's answer comes from a read that started after it called.
 func (h *Handle) Verify(ctx context.Context) error {
+	return h.checks.do(ctx, h.verifyOnce)
+}
+
+// verifyOnce reads the claim object once and judges it.
+func (h *Handle) verifyOnce(ctx context.Context) error {
 	p, info, err := Read(ctx, h.store)
 	switch {
 	case errors.Is(err, core.ErrNotFound):

@@ -1,11 +1,13 @@
 package retention
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,16 +16,21 @@ import (
 )
 
 // The audit log (issue 8): every removal leaves durable JSON lines in the
-// store itself, append-only. Object stores cannot append, so each line is
-// its own object, written create-if-absent and never rewritten:
+// store itself, append-only. Object stores cannot append, so lines are
+// written as objects of their own, create-if-absent and never rewritten:
 //
 //	_retain/audit/2026-11-30/<unix nanos, 20 digits>-<operation>-<seq>.json
+//
+// An object holds one line or, when the tables of a run write theirs at
+// the same moment, several (one JSON record per line, each with its own
+// time): a run of 1,000 tables writes a few dozen objects, not 2,000.
+// (Builds before 2026-12-02 wrote one line per object and read only that.)
 //
 // Before a table's deletions the run writes a "removing" line (what the
 // plan removes); after them a "removed" line with the exact counts, or
 // "remove_failed" with what was done and why. A removal never starts
-// without its "removing" line (fail closed: no line, no deletion); a pass
-// that removes nothing writes nothing.
+// without its "removing" line being durable (fail closed: no line, no
+// deletion); a pass that removes nothing writes nothing.
 const AuditPrefix = "_retain/audit/"
 
 // Audit events.
@@ -65,13 +72,32 @@ type AuditRecord struct {
 // auditFailedKeys is how many failed keys an audit line names.
 const auditFailedKeys = 100
 
-// auditor writes the lines of one run.
+// auditor writes the lines of one run. Lines written at the same time
+// share an object: a write joins the next object not yet on the wire
+// (starting it at once while fewer than auditWrites are), and returns
+// once that object is written, so a line is durable before its caller
+// goes on, as with an object of its own.
 type auditor struct {
 	s      *core.Store
 	op     string
 	actor  string
 	cutoff string
 	seq    atomic.Int64
+
+	mu      sync.Mutex
+	writing int         // objects on the wire
+	next    *auditBatch // the object lines join; nil: none waiting
+}
+
+// auditWrites is how many audit objects one run writes at once.
+const auditWrites = 2
+
+// auditBatch is one audit object: the lines that joined it, and the
+// outcome its writers wait for.
+type auditBatch struct {
+	lines [][]byte
+	done  chan struct{}
+	err   error
 }
 
 func (a *auditor) write(ctx context.Context, r AuditRecord) error {
@@ -87,11 +113,52 @@ func (a *auditor) write(ctx context.Context, r AuditRecord) error {
 	if err != nil {
 		return err
 	}
-	key := fmt.Sprintf("%s%s/%020d-%s-%04d.json", AuditPrefix, r.At.Format("2006-01-02"), r.At.UnixNano(), a.op, a.seq.Add(1))
-	if _, err := a.s.PutBytes(ctx, key, append(b, '\n'), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
-		return fmt.Errorf("writing the audit line %s: %w", key, err)
+	a.mu.Lock()
+	bt := a.next
+	if bt == nil {
+		bt = &auditBatch{done: make(chan struct{})}
+		a.next = bt
 	}
-	return nil
+	bt.lines = append(bt.lines, append(b, '\n'))
+	if a.writing < auditWrites {
+		a.flush(context.WithoutCancel(ctx))
+	}
+	a.mu.Unlock()
+	select {
+	case <-bt.done:
+		return bt.err
+	case <-ctx.Done():
+		// The object may still be written: the line is then in the log
+		// although its caller went on without it, which an audit log may
+		// show (it never shows a deletion without its "removing" line).
+		return fmt.Errorf("writing an audit line: %w", context.Cause(ctx))
+	}
+}
+
+// flush writes a.next as one object; a.mu is held. The write is not any
+// one caller's, so it runs to its end whoever stops waiting.
+func (a *auditor) flush(ctx context.Context) {
+	bt := a.next
+	a.next = nil
+	a.writing++
+	go func() {
+		at := time.Now().UTC()
+		key := fmt.Sprintf("%s%s/%020d-%s-%04d.json", AuditPrefix, at.Format("2006-01-02"), at.UnixNano(), a.op, a.seq.Add(1))
+		var body []byte
+		for _, l := range bt.lines {
+			body = append(body, l...)
+		}
+		if _, err := a.s.PutBytes(ctx, key, body, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+			bt.err = fmt.Errorf("writing the audit line %s: %w", key, err)
+		}
+		close(bt.done)
+		a.mu.Lock()
+		a.writing--
+		if a.next != nil {
+			a.flush(ctx)
+		}
+		a.mu.Unlock()
+	}()
 }
 
 // planned describes what a plan (or what is left of it to retry) removes:
@@ -132,14 +199,24 @@ func ReadAudit(ctx context.Context, s *core.Store, since time.Time) ([]AuditReco
 		if err != nil {
 			return nil, err
 		}
-		var r AuditRecord
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, core.Errorf("audit", o.Key, core.ErrUnknown, "an audit line does not parse: %v", err)
+		n := 0
+		for line := range bytes.Lines(b) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			n++
+			var r AuditRecord
+			if err := json.Unmarshal(line, &r); err != nil {
+				return nil, core.Errorf("audit", o.Key, core.ErrUnknown, "line %d of an audit object does not parse: %v", n, err)
+			}
+			if !since.IsZero() && r.At.Before(since) {
+				continue
+			}
+			out = append(out, r)
 		}
-		if !since.IsZero() && r.At.Before(since) {
-			continue
+		if n == 0 {
+			return nil, core.Errorf("audit", o.Key, core.ErrUnknown, "an audit object holds no line")
 		}
-		out = append(out, r)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, nil

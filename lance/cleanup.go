@@ -238,6 +238,10 @@ type Policy struct {
 	// plan records them, and ExecuteCleanup refuses a table whose refs
 	// changed since. Refs of another dataset are ignored.
 	Refs *Refs
+
+	// folderByFolder: list each folder, not the whole table in one page
+	// (the retry of a plan a whole listing refused).
+	folderByFolder bool
 }
 
 func (p Policy) now() time.Time {
@@ -370,6 +374,9 @@ type PlanSnapshot struct {
 	// Tags and Branches: every ref file and its version token.
 	Tags     []RefSnapshot `json:"tags"`
 	Branches []RefSnapshot `json:"branches"`
+	// Whole: the plan was made from one listing page of the whole table
+	// (cleanup_whole.go), so one page rechecks it.
+	Whole bool `json:"whole,omitempty"`
 }
 
 // HeadSnapshot is the latest manifest of one branch.
@@ -528,6 +535,9 @@ type planner struct {
 	need   map[string]*keptFile
 	listed []string
 	stats  planStats
+	// whole: the table's one listing page, when it fit in one
+	// (cleanup_whole.go); nil: folder by folder.
+	whole []core.Info
 }
 
 // keptFile is one file kept versions need, and what the listings showed.
@@ -574,6 +584,8 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 		}
 		pl.plan.Policy.ExtraRoots = append(pl.plan.Policy.ExtraRoots, r)
 	}
+	pl.whole = pl.wholePage(ctx)
+	pl.plan.Snapshot.Whole = pl.whole != nil
 	tags, branches, err := pl.readRefs(ctx)
 	if err != nil {
 		return nil, err
@@ -610,6 +622,12 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 		}
 	}
 	if err := pl.checkKept(); err != nil {
+		if pl.whole != nil && errors.Is(err, ErrKeptVersionBroken) {
+			// Perhaps only the page's order (cleanup_whole.go): look again,
+			// every folder listed after the versions.
+			p.folderByFolder = true
+			return d.PlanCleanup(ctx, p)
+		}
 		return nil, err
 	}
 	pl.finish()
@@ -630,7 +648,12 @@ func (pl *planner) readRefs(ctx context.Context) ([]Tag, []Branch, error) {
 	refs := pl.p.Refs
 	if refs == nil || refs.Dataset != pl.d.Root {
 		var err error
-		if refs, err = pl.d.ReadRefs(ctx); err != nil {
+		if pl.whole != nil {
+			refs, err = pl.refsFromWhole(ctx)
+		} else {
+			refs, err = pl.d.ReadRefs(ctx)
+		}
+		if err != nil {
 			return nil, nil, pl.refuseRefs(err, "tags and branches")
 		}
 	}
@@ -678,7 +701,13 @@ func (pl *planner) listMembers(ctx context.Context, branches []Branch) error {
 		// One listing of _versions/ serves both the versions and the sweep
 		// (its .tmp files): a second would cost a request per 1,000
 		// manifests and show nothing the plan could act on.
-		objs, err := pl.d.Store.List(ctx, m.ds.Key(versionsDir)+"/", maxVersionsList)
+		var objs []core.Info
+		var err error
+		if pl.whole != nil {
+			objs = pl.fromWhole(m)
+		} else {
+			objs, err = pl.d.Store.List(ctx, m.ds.Key(versionsDir)+"/", maxVersionsList)
+		}
 		var vs []Version
 		if err == nil {
 			vs, err = m.ds.versionsIn(objs)
@@ -687,7 +716,9 @@ func (pl *planner) listMembers(ctx context.Context, branches []Branch) error {
 			return pl.refuse(m.ds.Key(versionsDir+"/"), "listing the versions of "+branchName(m.branch), err)
 		}
 		m.versions, m.versionObjs = vs, objs
-		pl.prefetch(ctx, m)
+		if pl.whole == nil {
+			pl.prefetch(ctx, m)
+		}
 		last := vs[len(vs)-1]
 		pl.plan.Snapshot.Heads = append(pl.plan.Snapshot.Heads, HeadSnapshot{Branch: m.branch, Root: m.ds.Root,
 			Version: last.N, Key: last.Key, ObjectVersion: last.Info.Version})
@@ -1261,24 +1292,18 @@ func ownerRoot(roots map[string]bool, key string) (string, bool) {
 
 // recheck compares the dataset with the plan's snapshot.
 func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reason string, cause error) error) error {
+	if plan.Snapshot.Whole {
+		if ok, err := d.recheckWhole(ctx, plan, stale); ok {
+			return err
+		}
+	}
 	// One listing of _refs/ for tags and branches both.
 	tagObjs, branchObjs, err := d.refsListing(ctx)
 	if err != nil {
 		return &CleanupError{Dataset: d.Root, Key: d.Key(refsDir + "/"), Reason: "re-reading the tags and branches", Err: ErrCleanupRefused, Cause: err}
 	}
-	key, same, err := d.refsSince(ctx, tagsDir, tagObjs, tagNameFromFile, plan.Snapshot.Tags)
-	if err != nil {
-		return &CleanupError{Dataset: d.Root, Key: d.Key(tagsDir + "/"), Reason: "re-reading the tags", Err: ErrCleanupRefused, Cause: err}
-	}
-	if !same {
-		return stale(key, "a tag was created, changed or deleted", nil)
-	}
-	key, same, err = d.refsSince(ctx, branchesDir, branchObjs, branchNameFromFile, plan.Snapshot.Branches)
-	if err != nil {
-		return &CleanupError{Dataset: d.Root, Key: d.Key(branchesDir + "/"), Reason: "re-reading the branches", Err: ErrCleanupRefused, Cause: err}
-	}
-	if !same {
-		return stale(key, "a branch was created, changed or deleted", nil)
+	if err := d.recheckRefs(ctx, plan, tagObjs, branchObjs, stale); err != nil {
+		return err
 	}
 	for _, h := range plan.Snapshot.Heads {
 		ds := d
@@ -1295,9 +1320,38 @@ func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reaso
 			return &CleanupError{Dataset: d.Root, Key: ds.Key(versionsDir + "/"), Reason: "re-reading the latest version of " + branchName(h.Branch),
 				Err: ErrCleanupRefused, Cause: err}
 		}
-		if v.N != h.Version || v.Key != h.Key || v.Info.Version != h.ObjectVersion {
-			return stale(v.Key, fmt.Sprintf("%s's latest version is %d, the plan was made at %d: a commit since planning", branchName(h.Branch), v.N, h.Version), nil)
+		if err := headSince(h, v, stale); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// recheckRefs compares the listings of the tags' and the branches' folders
+// with the plan's refs.
+func (d *Dataset) recheckRefs(ctx context.Context, plan *Plan, tagObjs, branchObjs []core.Info, stale func(key, reason string, cause error) error) error {
+	key, same, err := d.refsSince(ctx, tagsDir, tagObjs, tagNameFromFile, plan.Snapshot.Tags)
+	if err != nil {
+		return &CleanupError{Dataset: d.Root, Key: d.Key(tagsDir + "/"), Reason: "re-reading the tags", Err: ErrCleanupRefused, Cause: err}
+	}
+	if !same {
+		return stale(key, "a tag was created, changed or deleted", nil)
+	}
+	key, same, err = d.refsSince(ctx, branchesDir, branchObjs, branchNameFromFile, plan.Snapshot.Branches)
+	if err != nil {
+		return &CleanupError{Dataset: d.Root, Key: d.Key(branchesDir + "/"), Reason: "re-reading the branches", Err: ErrCleanupRefused, Cause: err}
+	}
+	if !same {
+		return stale(key, "a branch was created, changed or deleted", nil)
+	}
+	return nil
+}
+
+// headSince refuses a branch whose latest version v is not the head the
+// plan was made at.
+func headSince(h HeadSnapshot, v Version, stale func(key, reason string, cause error) error) error {
+	if v.N != h.Version || v.Key != h.Key || v.Info.Version != h.ObjectVersion {
+		return stale(v.Key, fmt.Sprintf("%s's latest version is %d, the plan was made at %d: a commit since planning", branchName(h.Branch), v.N, h.Version), nil)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -676,27 +677,31 @@ func TestExecuteCleanupRefusesStalePlans(t *testing.T) {
 			refWriteFile(t, filepath.Join(dir, "branch-tag.lance/tree/team/x", versionsDir, ManifestName(6, NamingV2)), string(b))
 		}},
 	}
+	// Planned from one page of the whole table and rechecked with one
+	// (cleanup_whole.go), and folder by folder.
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir := copyFixture(t, "branch-tag")
-			g := &guardDriver{okBatches: -1}
-			d := mustOpen(t, guardedStore(t, dir, g), "branch-tag.lance")
-			plan, err := d.PlanCleanup(bg, Policy{KeepLast: 1})
-			if err != nil || len(plan.Files) == 0 {
-				t.Fatalf("%v, %d files", err, len(plan.Files))
-			}
-			c.change(t, d, dir)
-			g.forbidDeletes = true
-			before := dirFiles(t, dir)
-			_, err = d.ExecuteCleanup(bg, plan)
-			if !errors.Is(err, ErrPlanStale) || !errors.Is(err, ErrCleanupRefused) {
-				t.Fatalf("%v; want ErrPlanStale", err)
-			}
-			t.Logf("%v", err)
-			if g := gone(before, dirFiles(t, dir)); len(g) != 0 {
-				t.Errorf("deleted %v", g)
-			}
-		})
+		for _, folders := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/folder-by-folder=%v", c.name, folders), func(t *testing.T) {
+				dir := copyFixture(t, "branch-tag")
+				g := &guardDriver{okBatches: -1}
+				d := mustOpen(t, guardedStore(t, dir, g), "branch-tag.lance")
+				plan, err := d.PlanCleanup(bg, Policy{KeepLast: 1, folderByFolder: folders})
+				if err != nil || len(plan.Files) == 0 || plan.Snapshot.Whole == folders {
+					t.Fatalf("%v, %d files, whole %v", err, len(plan.Files), plan.Snapshot.Whole)
+				}
+				c.change(t, d, dir)
+				g.forbidDeletes = true
+				before := dirFiles(t, dir)
+				_, err = d.ExecuteCleanup(bg, plan)
+				if !errors.Is(err, ErrPlanStale) || !errors.Is(err, ErrCleanupRefused) {
+					t.Fatalf("%v; want ErrPlanStale", err)
+				}
+				t.Logf("%v", err)
+				if g := gone(before, dirFiles(t, dir)); len(g) != 0 {
+					t.Errorf("deleted %v", g)
+				}
+			})
+		}
 	}
 }
 

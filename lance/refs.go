@@ -32,12 +32,18 @@ func (d *Dataset) ReadRefs(ctx context.Context) (*Refs, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.refsFrom(ctx, tagObjs, branchObjs)
+}
+
+// refsFrom reads the tags of a listing of _refs/tags/ and keeps the
+// listing of _refs/branches/ for a plan to read.
+func (d *Dataset) refsFrom(ctx context.Context, tagObjs, branchObjs []core.Info) (*Refs, error) {
 	tagPrefix, branchPrefix := d.Key(tagsDir)+"/", d.Key(branchesDir)+"/"
 	r := &Refs{Dataset: d.Root}
 	var badTags []*MalformedRefError
 	jobs := refFiles("tag", tagPrefix, tagObjs, tagNameFromFile, func(m *MalformedRefError) { badTags = append(badTags, m) })
 	r.branchFiles = refFiles("branch", branchPrefix, branchObjs, branchNameFromFile, func(m *MalformedRefError) { r.branchesBad = append(r.branchesBad, m) })
-	err = d.readRefFiles(ctx, jobs, func(_ int, name string, body []byte, info core.Info) {
+	err := d.readRefFiles(ctx, jobs, func(_ int, name string, body []byte, info core.Info) {
 		t, err := parseTag(body)
 		if err != nil {
 			badTags = append(badTags, &MalformedRefError{Ref: "tag", Key: info.Key, Reason: err.Error()})

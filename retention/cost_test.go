@@ -288,7 +288,8 @@ const (
 	classDiscovery       = "discovery: list of the store root"
 	classRegistry        = "registry head (list + get)"
 	classPinCheck        = "pin check: get of a pinned manifest (checkPin)"
-	classRefs            = "refs: list of _refs/tags/ and _refs/branches/, get of each tag"
+	classWholePage       = "one listing page of a whole table"
+	classRefs            = "refs: list of _refs/, get of each tag"
 	classFirstPage       = "first listing page of a table folder (_versions/ and 4 managed folders)"
 	classKeptManifest    = "get of a kept version's manifest (PlanCleanup)"
 	classRemovedManifest = "get of a removed version's manifest (PlanCleanup)"
@@ -313,6 +314,8 @@ func classify(m measured, removed map[string]bool, pins map[string]bool) map[str
 		case r.op == "get" && pins[r.key] && pinReads[r.key] == 0:
 			pinReads[r.key]++
 			out[classPinCheck]++
+		case r.op == "list" && tableKey && strings.Count(r.key, "/") == 1 && strings.HasSuffix(r.key, "/"):
+			out[classWholePage]++
 		case tableKey && strings.Contains(r.key, "/_refs/"):
 			out[classRefs]++
 		case r.op == "list" && tableKey && r.after == "":
@@ -461,7 +464,7 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 	// requests at both depths, and none of it reads a removed manifest or
 	// pages through a table folder.
 	for _, dc := range got {
-		for _, k := range []string{classRemovedManifest, classMorePages, classFirstPage, classKeptManifest, classRefs, classOther} {
+		for _, k := range []string{classRemovedManifest, classMorePages, classFirstPage, classWholePage, classKeptManifest, classRefs, classOther} {
 			if dc.rootsBy[k] != 0 {
 				t.Errorf("depth %d: root planning made %d requests of class %q", dc.depth, dc.rootsBy[k], k)
 			}
@@ -520,16 +523,27 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 			t.Errorf("depth %d: %d requests of no known class", dc.depth, dc.previewBy[classOther])
 		}
 	}
-	for _, k := range []string{classRegistry, classPinCheck, classRefs, classFirstPage, classKeptManifest} {
+	for _, k := range []string{classRegistry, classPinCheck, classWholePage, classKeptManifest} {
 		if lo.previewBy[k] != hi.previewBy[k] {
 			t.Errorf("preview %q: %d requests at depth %d, %d at depth %d: not depth-flat", k, lo.previewBy[k], lo.depth, hi.previewBy[k], hi.depth)
 		}
 	}
+	// A table that fits one listing page (depth 100: about 300 objects) is
+	// planned from that page, its refs and folders included; one that does
+	// not (depth 2000) is listed folder by folder after it: the first pages
+	// of _versions/ and 4 managed folders and one listing of _refs/ more,
+	// the same at every depth beyond one page.
+	if lo.previewBy[classWholePage] != costTables || lo.previewBy[classFirstPage] != 0 {
+		t.Errorf("depth %d: %d whole-table pages and %d folder listings, want one page a table and no folder listed", lo.depth, lo.previewBy[classWholePage], lo.previewBy[classFirstPage])
+	}
+	if hi.previewBy[classFirstPage] != 5*costTables || hi.previewBy[classRefs]-lo.previewBy[classRefs] != costTables {
+		t.Errorf("depth %d: %d folder first pages, %d refs requests (%d at depth %d), want 5 and 1 more a table", hi.depth, hi.previewBy[classFirstPage], hi.previewBy[classRefs], lo.previewBy[classRefs], lo.depth)
+	}
 	flat := func(dc depthCost) int64 {
 		return dc.preview.counts.Total() - dc.previewBy[classDiscovery] - dc.previewBy[classRemovedManifest] - dc.previewBy[classTransaction] - dc.previewBy[classMorePages]
 	}
-	if flat(lo) != flat(hi) {
-		t.Errorf("preview's constant part: %d requests at depth %d, %d at depth %d", flat(lo), lo.depth, flat(hi), hi.depth)
+	if flat(lo)+6*costTables != flat(hi) {
+		t.Errorf("preview's constant part: %d requests at depth %d, %d at depth %d, want 6 a table more beyond one page", flat(lo), lo.depth, flat(hi), hi.depth)
 	}
 	owed := func(dc depthCost) int64 {
 		return dc.previewBy[classRemovedManifest] + dc.previewBy[classTransaction] + dc.previewBy[classMorePages]

@@ -202,6 +202,14 @@ func (s *S3) Env() map[string]string {
 // directory (which must support xattrs; ext4 does).
 func Versitygw(t testing.TB) *S3 {
 	t.Helper()
+	return VersitygwIn(t, t.TempDir())
+}
+
+// VersitygwIn is Versitygw keeping its objects in dir (the latency
+// harness puts them in memory, so that the emulator's disk is not what
+// it measures).
+func VersitygwIn(t testing.TB, dir string) *S3 {
+	t.Helper()
 	tools := Ensure(t, "versitygw-"+VersitygwVersion,
 		func(tools string) bool { return exists(filepath.Join(tools, "bin", "versitygw-"+VersitygwVersion)) },
 		func(tools string) error {
@@ -216,7 +224,7 @@ func Versitygw(t testing.TB) *S3 {
 		AccessKey: "retain-test-access", SecretKey: "retain-test-secret-key"}
 	cmd := exec.CommandContext(context.Background(), filepath.Join(tools, "bin", "versitygw-"+VersitygwVersion),
 		"--access", s.AccessKey, "--secret", s.SecretKey, "--port", fmt.Sprintf("127.0.0.1:%d", port), "--quiet",
-		"posix", t.TempDir())
+		"posix", dir)
 	start(t, "versitygw", port, cmd)
 	return s
 }

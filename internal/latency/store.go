@@ -27,7 +27,7 @@ type S3 struct {
 // both ways, in process (the plugin boundary is measured elsewhere).
 func NewS3(tb testing.TB, delay time.Duration) *S3 {
 	tb.Helper()
-	e := emulator.Versitygw(tb)
+	e := emulator.VersitygwIn(tb, emulatorDir(tb))
 	e.CreateBucket(tb, Bucket)
 	emulator.IsolateAWS(tb, e.Env())
 	p := NewProxy(tb, e.Endpoint, delay)

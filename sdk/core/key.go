@@ -45,26 +45,48 @@ func keyRule(key string, prefix bool) string {
 	case strings.HasPrefix(key, "/"):
 		return "a key is relative: remove the leading '/'"
 	}
-	for i, r := range key {
-		switch {
-		case r == 0:
-			return fmt.Sprintf("NUL byte at offset %d", i)
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return fmt.Sprintf("control character %U at offset %d", r, i)
-		case r == '\\':
-			return fmt.Sprintf("backslash at offset %d: use '/' to separate segments", i)
+	// Every key crossing the plugin boundary is checked on both sides (a
+	// batch delete's thousand keys several times over), so the common case
+	// is one pass over the bytes with no allocation; a byte that may break
+	// a rule goes to runeRule, which names it.
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c == 0x7f || c == '\\' || c >= utf8.RuneSelf {
+			if rule := runeRule(key[i:], i); rule != "" {
+				return rule
+			}
+			break
 		}
 	}
-	segs := strings.Split(key, "/")
+	segs := key
 	if prefix && strings.HasSuffix(key, "/") {
-		segs = segs[:len(segs)-1]
+		segs = key[:len(key)-1]
 	}
-	for _, s := range segs {
-		switch s {
+	for {
+		seg, rest, more := strings.Cut(segs, "/")
+		switch seg {
 		case "":
 			return "empty segment ('//' or a trailing '/')"
 		case ".", "..":
-			return fmt.Sprintf("%q segment is not allowed", s)
+			return fmt.Sprintf("%q segment is not allowed", seg)
+		}
+		if !more {
+			return ""
+		}
+		segs = rest
+	}
+}
+
+// runeRule is the first NUL, control character or backslash in s, which
+// starts at offset off of a key, as keyRule reports it; "" if none.
+func runeRule(s string, off int) string {
+	for i, r := range s {
+		switch {
+		case r == 0:
+			return fmt.Sprintf("NUL byte at offset %d", off+i)
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return fmt.Sprintf("control character %U at offset %d", r, off+i)
+		case r == '\\':
+			return fmt.Sprintf("backslash at offset %d: use '/' to separate segments", off+i)
 		}
 	}
 	return ""

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/pluginproto/internal/pb"
@@ -219,6 +220,7 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			GRPCDialOptions: []grpc.DialOption{
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 				grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
+				experimental.WithBufferPool(bufferPool),
 			},
 		})
 		d, err = dispense(ctx, gp, img)
@@ -807,7 +809,8 @@ func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if !utf8.ValidString(opts.StartAfter) {
 		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "StartAfter %q is not valid UTF-8, so it is no key", opts.StartAfter)
 	}
-	req := &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize), Delimiter: opts.Delimiter}
+	req := &pb.ListRequest{Prefix: opts.Prefix, StartAfter: opts.StartAfter, PageSize: int64(opts.PageSize), Delimiter: opts.Delimiter,
+		Packed: true}
 	resp, err := viaSession(ctx, c, op, opts.Prefix, &pb.SessionRequest{Call: &pb.SessionRequest_List{List: req}},
 		(*pb.SessionResponse).GetList, func(ctx context.Context) (*pb.ListResponse, error) {
 			return c.rpc.List(ctx, req)
@@ -815,7 +818,23 @@ func (c *Client) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if err != nil {
 		return core.ListPage{}, err
 	}
-	page := core.ListPage{More: resp.More, Objects: make([]core.Info, len(resp.Objects)), Folders: resp.Folders}
+	page := core.ListPage{More: resp.More, Folders: resp.Folders}
+	if len(resp.Packed) > 0 {
+		// A plugin that packs answers nothing else; one that predates
+		// packing answers Info messages.
+		if len(resp.Objects) > 0 {
+			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown,
+				"adapter %q's plugin broke the protocol: a list page both packed and not", c.adapter)
+		}
+		objs, err := unpackInfos(opts.Prefix, resp.Packed)
+		if err != nil {
+			return core.ListPage{}, &core.Error{Op: op, Key: opts.Prefix, Kind: core.ErrUnknown, Err: err,
+				Msg: fmt.Sprintf("adapter %q's plugin broke the protocol", c.adapter)}
+		}
+		page.Objects = objs
+		return page, nil
+	}
+	page.Objects = make([]core.Info, len(resp.Objects))
 	for i, o := range resp.Objects {
 		page.Objects[i] = infoFromPB(o)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/retain-dev/retain/sdk/core"
@@ -87,7 +88,8 @@ func serve(a core.Adapter, cfg serveConfig) {
 		VersionedPlugins: sets,
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-				grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow))
+				grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
+				experimental.BufferPool(bufferPool))
 			return grpc.NewServer(opts...)
 		},
 		Logger: logger,
@@ -467,6 +469,14 @@ func (s *server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 		if !utf8.ValidString(f) {
 			return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrUnknown, "the adapter listed a folder that is not valid UTF-8: %q", f))
 		}
+	}
+	if req.Packed && !s.legacy {
+		packed, ok := packInfos(req.Prefix, page.Objects)
+		if !ok {
+			return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrUnknown,
+				"adapter %q broke the storage contract: it listed a key outside the prefix", s.adapter.Name))
+		}
+		return &pb.ListResponse{More: page.More, Folders: page.Folders, Packed: packed}, nil
 	}
 	out := &pb.ListResponse{More: page.More, Objects: make([]*pb.Info, len(page.Objects)), Folders: page.Folders}
 	for i, o := range page.Objects {

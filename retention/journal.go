@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -21,8 +22,13 @@ import (
 // same root digests, never a recomputed (possibly broader) plan.
 //
 //	_retain/cleanup/<op>/run.json          the journal (state, tables, stats)
-//	_retain/cleanup/<op>/tables/0000.json  table 0's lance.Plan, as planned
+//	_retain/cleanup/<op>/tables/0000.json  the plans of the first tables, as planned
 //	_retain/cleanup/open/<op>              present while the run is unfinished
+//
+// The plans are written together, about planGroupBytes an object (a plan
+// larger than that alone): a run of 1,000 small tables writes a few
+// objects, not 1,000. Format 1 journals (before 2026-12-02) name one
+// plan per object; both are read.
 //
 // The open marker lets a new run find an unfinished one in one listing
 // request. A complete or abandoned run keeps run.json as its record and
@@ -30,7 +36,9 @@ import (
 const (
 	JournalPrefix = "_retain/cleanup/"
 	openPrefix    = JournalPrefix + "open/"
-	journalFormat = 1
+	journalFormat = 2
+	// planGroupBytes is about how many bytes of plans one object holds.
+	planGroupBytes = 1 << 20
 )
 
 // JournalKey is the key of the run journal of operation op.
@@ -227,7 +235,7 @@ func ReadJournal(ctx context.Context, s *core.Store, op string) (*Journal, strin
 	var j Journal
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil || j.Format != journalFormat || j.OperationID != op {
+	if err := dec.Decode(&j); err != nil || j.Format < 1 || j.Format > journalFormat || j.OperationID != op {
 		if err == nil {
 			err = fmt.Errorf("format %d, operation %q", j.Format, j.OperationID)
 		}
@@ -274,8 +282,10 @@ func OpenRuns(ctx context.Context, s *core.Store) ([]string, error) {
 // tidy drops the plans and the open marker of a closed run.
 func tidy(ctx context.Context, s *core.Store, j *Journal) error {
 	var keys []string
+	seen := map[string]bool{}
 	for _, t := range j.Tables {
-		if t.PlanKey != "" {
+		if t.PlanKey != "" && !seen[t.PlanKey] {
+			seen[t.PlanKey] = true
 			keys = append(keys, t.PlanKey)
 		}
 	}
@@ -298,13 +308,50 @@ func tidy(ctx context.Context, s *core.Store, j *Journal) error {
 	return nil
 }
 
-// readPlan reads a table's journaled plan and checks it is the plan the
+// planGroup is one object of journaled plans, by table.
+type planGroup struct {
+	Plans map[string]json.RawMessage `json:"plans"`
+}
+
+// planReader reads journaled plans for a resume, each object once however
+// many tables' plans it holds.
+type planReader struct {
+	s  *core.Store
+	mu sync.Mutex
+	m  map[string]*planObject
+}
+
+type planObject struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+func newPlanReader(s *core.Store) *planReader { return &planReader{s: s, m: map[string]*planObject{}} }
+
+// read reads a table's journaled plan and checks it is the plan the
 // journal (and the published boundary) names by its root digest.
-func readPlan(ctx context.Context, s *core.Store, t JournalTable) (*lance.Plan, error) {
-	b, _, err := s.ReadAll(ctx, t.PlanKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading the journaled plan of %s: %w", t.Table, err)
+func (pr *planReader) read(ctx context.Context, t JournalTable) (*lance.Plan, error) {
+	pr.mu.Lock()
+	o := pr.m[t.PlanKey]
+	if o == nil {
+		o = &planObject{}
+		pr.m[t.PlanKey] = o
 	}
+	pr.mu.Unlock()
+	o.once.Do(func() { o.b, _, o.err = pr.s.ReadAll(ctx, t.PlanKey) })
+	if o.err != nil {
+		return nil, fmt.Errorf("reading the journaled plan of %s: %w", t.Table, o.err)
+	}
+	b := o.b
+	var g planGroup
+	if err := json.Unmarshal(b, &g); err == nil && g.Plans != nil {
+		raw, ok := g.Plans[t.Table]
+		if !ok {
+			return nil, core.Errorf("cleanup-journal", t.PlanKey, core.ErrUnknown, "the journaled plans there hold none of %s; it is not executed", t.Table)
+		}
+		b = raw
+	} // else one plan alone, as format 1 journals wrote it
 	var lp lance.Plan
 	if err := json.Unmarshal(b, &lp); err != nil {
 		return nil, core.Errorf("cleanup-journal", t.PlanKey, core.ErrUnknown, "the journaled plan of %s does not parse (%v); it is not executed", t.Table, err)
@@ -314,6 +361,53 @@ func readPlan(ctx context.Context, s *core.Store, t JournalTable) (*lance.Plan, 
 			"the journaled plan of %s has root digest %s, the run published %s: it is not executed", t.Table, d, t.RootDigest)
 	}
 	return &lp, nil
+}
+
+// groupPlans encodes the plans (nil: none, by journal table) into
+// objects of about planGroupBytes, sets each table's PlanKey to its
+// object, and returns the objects by key, in order.
+func groupPlans(op string, tables []JournalTable, plans []*lance.Plan) (keys []string, bodies [][]byte, err error) {
+	var cur planGroup
+	size := 0
+	flush := func() error {
+		if len(cur.Plans) == 0 {
+			return nil
+		}
+		b, err := json.Marshal(cur)
+		if err != nil {
+			return err
+		}
+		keys, bodies = append(keys, planKey(op, len(keys))), append(bodies, b)
+		cur, size = planGroup{}, 0
+		return nil
+	}
+	for i, lp := range plans {
+		if lp == nil {
+			continue
+		}
+		raw, err := json.Marshal(lp)
+		if err != nil {
+			return nil, nil, err
+		}
+		if size > 0 && size+len(raw) > planGroupBytes {
+			if err := flush(); err != nil {
+				return nil, nil, err
+			}
+		}
+		if cur.Plans == nil {
+			cur.Plans = map[string]json.RawMessage{}
+		}
+		if _, dup := cur.Plans[tables[i].Table]; dup {
+			return nil, nil, fmt.Errorf("two plans of table %s", tables[i].Table)
+		}
+		cur.Plans[tables[i].Table] = raw
+		size += len(raw)
+		tables[i].PlanKey = planKey(op, len(keys))
+	}
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
+	return keys, bodies, nil
 }
 
 // ErrRunIncomplete: the cleanup run stopped part-way with its plans

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -392,7 +391,7 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 			NewestRemoved: newestRemoved(tp.Lance)}
 		bounds = append(bounds, g)
 		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest, Cutoff: g.Cutoff,
-			PlanKey: planKey(op, len(plans)), State: TablePending})
+			PlanKey: planKey(op, len(plans)), State: TablePending}) // its object's key: set by groupPlans
 		plans = append(plans, tp.Lance)
 	}
 	if err := setGCBoundaries(draft, bounds); err != nil {
@@ -435,17 +434,13 @@ func publishRun(ctx context.Context, s *core.Store, b *runBoundaries, rep *RunRe
 	j, op := b.j, b.j.OperationID
 	// The plans side by side; every one is written before the journal
 	// that names them.
-	err := fanout.Each(ctx, s.Parallelism(), len(b.plans), func(ctx context.Context, i int) error {
-		lp := b.plans[i]
-		if lp == nil {
-			return nil
-		}
-		raw, err := json.Marshal(lp)
-		if err != nil {
-			return err
-		}
-		if _, err := s.PutBytes(ctx, planKey(op, i), raw, core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
-			return fmt.Errorf("journaling the plan of %s (nothing was deleted): %w", j.Tables[i].Table, err)
+	keys, bodies, err := groupPlans(op, j.Tables, b.plans)
+	if err != nil {
+		return nil, fmt.Errorf("journaling the plans (nothing was deleted): %w", err)
+	}
+	err = fanout.Each(ctx, s.Parallelism(), len(keys), func(ctx context.Context, i int) error {
+		if _, err := s.PutBytes(ctx, keys[i], bodies[i], core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+			return fmt.Errorf("journaling the plans (%s; nothing was deleted): %w", keys[i], err)
 		}
 		return nil
 	})
@@ -657,6 +652,7 @@ func boundariesPublished(ctx context.Context, s *core.Store, j *Journal, rep *Ru
 func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWriter, rep *RunReport, progress func(Progress), plans []*lance.Plan) error {
 	j := jw.j
 	au := &auditor{s: s, op: j.OperationID, actor: h.Payload().Actor}
+	pr := newPlanReader(s)
 	total, done := planCounts(j)
 	runs := make([]TableRun, len(j.Tables))
 	var pending []int
@@ -710,7 +706,7 @@ func execute(ctx context.Context, s *core.Store, h *claim.Handle, jw *journalWri
 		if i < len(plans) {
 			mem = plans[i]
 		}
-		outcome := runTable(ctx, s, au, j.Tables[i], &tr, mem)
+		outcome := runTable(ctx, s, au, pr, j.Tables[i], &tr, mem)
 		gen := x.record(i, tr)
 		// The outcome's audit line is written while the journal is saved:
 		// neither waits for the other.
@@ -1006,7 +1002,7 @@ func release(ctx context.Context, h *claim.Handle) error {
 // table's. Its removals are framed by audit lines: no "removing" line, no
 // deletion. The line of the outcome is returned to be written (nil when
 // there is none to write).
-func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, tr *TableRun, mem *lance.Plan) (outcome func() error) {
+func runTable(ctx context.Context, s *core.Store, au *auditor, pr *planReader, jt JournalTable, tr *TableRun, mem *lance.Plan) (outcome func() error) {
 	defer func() {
 		if r := recover(); r != nil {
 			tr.err = fmt.Errorf("cleanup of %s panicked: %v", jt.Table, r)
@@ -1015,7 +1011,7 @@ func runTable(ctx context.Context, s *core.Store, au *auditor, jt JournalTable, 
 	}()
 	lp, err := mem, error(nil)
 	if lp == nil {
-		lp, err = readPlan(ctx, s, jt)
+		lp, err = pr.read(ctx, jt)
 	}
 	if err == nil && len(jt.Retry) > 0 {
 		// An earlier attempt deleted the rest, confirmed: only what it

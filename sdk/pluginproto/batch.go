@@ -2,6 +2,7 @@ package pluginproto
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -108,7 +109,7 @@ func (c *Client) getMany(ctx context.Context, keys []string, maxBytes int64) ([]
 		return c.convertErr(ctx, op, "", err)
 	}
 	dog.arm(c.callLimit(), errCallTimeout)
-	stream, err := c.rpc.GetMany(sctx, &pb.GetManyRequest{Keys: keys, MaxBytes: maxBytes})
+	stream, err := c.rpc.GetMany(sctx, &pb.GetManyRequest{Keys: keys, MaxBytes: maxBytes, Packed: true})
 	if err != nil {
 		return nil, streamErr(err)
 	}
@@ -121,6 +122,22 @@ func (c *Client) getMany(ctx context.Context, keys []string, maxBytes int64) ([]
 		}
 		if err != nil {
 			return nil, streamErr(err)
+		}
+		if len(m.Packed) > 0 {
+			// A plugin that packs answers nothing else; one that predates
+			// packing answers results.
+			if len(m.Results) > 0 {
+				return nil, core.Errorf(op, "", core.ErrUnknown,
+					"adapter %q's plugin broke the protocol: a batch answer both packed and not", c.adapter)
+			}
+			res, err := unpackGetResults(keys[len(out):], m.Packed)
+			if err != nil {
+				return nil, &core.Error{Op: op, Kind: core.ErrUnknown, Err: err,
+					Msg: fmt.Sprintf("adapter %q's plugin broke the protocol", c.adapter)}
+			}
+			out = append(out, res...)
+			dog.arm(c.idleLimit(), errIdleTimeout)
+			continue
 		}
 		if len(out)+len(m.Results) > len(keys) {
 			return nil, core.Errorf(op, "", core.ErrUnknown,

@@ -1,11 +1,8 @@
 package pluginproto
 
 import (
-	"encoding/binary"
-	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -133,125 +130,4 @@ func forceReadOnly(c core.Capabilities) core.Capabilities {
 	c.Gates = nil
 	c.ReadOnly = true
 	return c
-}
-
-// packInfos encodes infos as ListResponse.packed: each key without prefix,
-// which every one must start with (ok false otherwise: the driver listed a
-// key outside the prefix, which the packed form cannot carry).
-func packInfos(prefix string, infos []core.Info) (b []byte, ok bool) {
-	n := 0
-	for _, i := range infos {
-		n += len(i.Key) - len(prefix) + len(i.Version) + 2*binary.MaxVarintLen64 + 8
-	}
-	b = make([]byte, 0, n+binary.MaxVarintLen64)
-	b = binary.AppendUvarint(b, uint64(len(infos)))
-	for _, i := range infos {
-		rel, found := strings.CutPrefix(i.Key, prefix)
-		if !found {
-			return nil, false
-		}
-		b = binary.AppendUvarint(b, uint64(len(rel)))
-		b = append(b, rel...)
-		b = binary.AppendVarint(b, i.Size)
-		if i.ModTime.IsZero() {
-			b = binary.AppendUvarint(b, 0)
-		} else {
-			b = binary.AppendUvarint(b, 1)
-			b = binary.AppendVarint(b, i.ModTime.Unix())
-			b = binary.AppendUvarint(b, uint64(i.ModTime.Nanosecond()))
-		}
-		b = binary.AppendUvarint(b, uint64(len(i.Version)))
-		b = append(b, i.Version...)
-	}
-	return b, true
-}
-
-// unpackInfos decodes ListResponse.packed, each key with prefix put back.
-// It holds the plugin to what an Info message would carry: a key must be
-// valid UTF-8 (a proto string is), nanoseconds below a second, and nothing
-// may be cut short or left over. The keys and versions are substrings of
-// one string, so a page costs a few allocations however long it is.
-func unpackInfos(prefix string, p []byte) ([]core.Info, error) {
-	total := len(p)
-	bad := func(what string) error {
-		return fmt.Errorf("packed list: %s at byte %d of %d", what, total-len(p), total)
-	}
-	uvarint := func() (uint64, bool) {
-		v, n := binary.Uvarint(p)
-		if n <= 0 {
-			return 0, false
-		}
-		p = p[n:]
-		return v, true
-	}
-	varint := func() (int64, bool) {
-		v, n := binary.Varint(p)
-		if n <= 0 {
-			return 0, false
-		}
-		p = p[n:]
-		return v, true
-	}
-	// Every object takes at least 4 bytes, so a count the bytes cannot
-	// hold is refused before anything is allocated for it.
-	count, ok := uvarint()
-	if !ok || count > uint64(len(p)/4) {
-		return nil, bad("a bad object count")
-	}
-	out := make([]core.Info, 0, count)
-	// Keys and versions go into one buffer, converted once.
-	type span struct{ key, keyEnd, ver, verEnd int }
-	spans := make([]span, 0, count)
-	text := make([]byte, 0, len(p)+int(count)*len(prefix))
-	for len(p) > 0 {
-		if len(out) == int(count) {
-			return nil, bad("bytes after the last object")
-		}
-		var sp span
-		n, ok := uvarint()
-		if !ok || n > uint64(len(p)) {
-			return nil, bad("a key cut short")
-		}
-		sp.key = len(text)
-		text = append(text, prefix...)
-		text = append(text, p[:n]...)
-		sp.keyEnd = len(text)
-		if !utf8.Valid(text[sp.key:sp.keyEnd]) {
-			return nil, fmt.Errorf("packed list: key %q is not valid UTF-8", text[sp.key:sp.keyEnd])
-		}
-		p = p[n:]
-		var i core.Info
-		if i.Size, ok = varint(); !ok {
-			return nil, bad("a size cut short")
-		}
-		switch has, ok := uvarint(); {
-		case !ok || has > 1:
-			return nil, bad("a bad mod time mark")
-		case has == 1:
-			sec, ok := varint()
-			nsec, ok2 := uvarint()
-			if !ok || !ok2 || nsec >= 1e9 {
-				return nil, bad("a bad mod time")
-			}
-			// As infoFromPB reads a Timestamp: in local time.
-			i.ModTime = time.Unix(sec, int64(nsec))
-		}
-		if n, ok = uvarint(); !ok || n > uint64(len(p)) {
-			return nil, bad("a version cut short")
-		}
-		sp.ver = len(text)
-		text = append(text, p[:n]...)
-		sp.verEnd = len(text)
-		p = p[n:]
-		out = append(out, i)
-		spans = append(spans, sp)
-	}
-	if len(out) != int(count) {
-		return nil, bad("fewer objects than counted")
-	}
-	s := string(text)
-	for j, sp := range spans {
-		out[j].Key, out[j].Version = s[sp.key:sp.keyEnd], s[sp.ver:sp.verEnd]
-	}
-	return out, nil
 }

@@ -93,7 +93,7 @@ func TestUnpackInfosRefusesMalformed(t *testing.T) {
 // when asked; the host reads both alike.
 func TestListPackedCrosses(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
-	for _, mode := range []string{"mem", "legacy"} {
+	for _, mode := range []string{"mem", "unpacked", "legacy"} {
 		t.Run(mode, func(t *testing.T) {
 			c := launch(t, mode)
 			for i := range 30 {

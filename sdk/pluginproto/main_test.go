@@ -38,6 +38,8 @@ var pluginModes = map[string]func(){
 	"exit7": func() { os.Exit(7) },
 	// legacy answers as a plugin that predates batch reads and sessions.
 	"legacy": func() { serve(testAdapter, serveConfig{legacy: true}) },
+	// unpacked answers as a plugin that predates packed lists and batches.
+	"unpacked": func() { serve(testAdapter, serveConfig{unpacked: true}) },
 	// v2 offers only a protocol version this host does not speak.
 	"v2": func() { serve(testAdapter, serveConfig{versions: []int{2}}) },
 	// host launches a mem plugin, prints its pid and waits to be killed.

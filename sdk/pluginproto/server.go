@@ -46,6 +46,8 @@ type serveConfig struct {
 	versions []int
 	// legacy: see server.legacy.
 	legacy bool
+	// unpacked: see server.unpacked.
+	unpacked bool
 }
 
 // parentPoll is how often a plugin checks that its host is alive.
@@ -74,7 +76,7 @@ func serve(a core.Adapter, cfg serveConfig) {
 
 	go watchParent(logger, os.Getppid(), parentPoll)
 
-	srv := &server{adapter: a, legacy: cfg.legacy}
+	srv := &server{adapter: a, legacy: cfg.legacy, unpacked: cfg.unpacked}
 	versions := cfg.versions
 	if len(versions) == 0 {
 		versions = []int{ProtocolVersion}
@@ -124,6 +126,9 @@ type server struct {
 	// legacy makes the plugin answer as one that predates batch reads and
 	// sessions, so a test can prove a host falls back to single unary calls.
 	legacy bool
+	// unpacked makes it answer as one with batch reads and sessions that
+	// predates packed answers.
+	unpacked bool
 
 	mu  sync.Mutex
 	drv core.Driver
@@ -470,7 +475,7 @@ func (s *server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 			return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrUnknown, "the adapter listed a folder that is not valid UTF-8: %q", f))
 		}
 	}
-	if req.Packed && !s.legacy {
+	if req.Packed && !s.legacy && !s.unpacked {
 		packed, ok := packInfos(req.Prefix, page.Objects)
 		if !ok {
 			return nil, toStatus(op, req.Prefix, core.Errorf(op, req.Prefix, core.ErrUnknown,
@@ -615,17 +620,37 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 	// plugin reads the next. Answered piece by piece within what is left,
 	// a batch ends where one call within maxBytes would have.
 	ctx := stream.Context()
+	packed := req.Packed && !s.legacy && !s.unpacked
+	var pk getPacker
 	msg := &pb.GetManyResponse{}
-	size := 0
-	emit := func(p *pb.GetResult) error {
-		msg.Results = append(msg.Results, p)
+	size, pending := 0, 0
+	flush := func() error {
+		if packed {
+			msg.Packed = pk.take()
+		}
+		err := stream.Send(msg)
+		msg, size, pending = &pb.GetManyResponse{}, 0, 0
+		return err // non-nil: the host went away or cancelled
+	}
+	// emit adds p (with info, unless it failed) to the answer.
+	emit := func(p *pb.GetResult, info core.Info) error {
+		switch {
+		case packed && p.Error != nil:
+			pk.fail(p.Error)
+		case packed:
+			pk.ok(info, p.Data)
+		default:
+			if p.Error == nil {
+				p.Info = infoToPB(info)
+			}
+			msg.Results = append(msg.Results, p)
+		}
+		pending++
 		size += len(p.Data) + len(p.Key) + 64
 		if size < chunkSize {
 			return nil
 		}
-		err := stream.Send(msg)
-		msg, size = &pb.GetManyResponse{}, 0
-		return err // non-nil: the host went away or cancelled
+		return flush()
 	}
 	i := 0 // the next of req.Keys to answer
 	emitBad := func() error {
@@ -635,7 +660,7 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 				return nil
 			}
 			d, _ := detailOf("get", req.Keys[i], e)
-			if err := emit(&pb.GetResult{Key: req.Keys[i], Error: d}); err != nil {
+			if err := emit(&pb.GetResult{Key: req.Keys[i], Error: d}, core.Info{}); err != nil {
 				return err
 			}
 		}
@@ -667,6 +692,12 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 			}
 			k := req.Keys[i]
 			i++
+			// Packed, a result's key is the request's: the host can no
+			// longer see the driver name another, so the plugin checks.
+			if packed && (r.Key != k || (r.Err == nil && r.Info.Key != k)) {
+				return toStatus(op, k, core.Errorf(op, k, core.ErrUnknown,
+					"adapter %q broke the storage contract: its result for %q names key %q (info %q)", s.adapter.Name, k, r.Key, r.Info.Key))
+			}
 			p := &pb.GetResult{Key: text(r.Key)}
 			if r.Err != nil {
 				p.Error, _ = detailOf("get", r.Key, r.Err)
@@ -674,10 +705,10 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 				if err := s.checkInfo(op, k, r.Info); err != nil {
 					return err
 				}
-				p.Info, p.Data = infoToPB(r.Info), r.Data
+				p.Data = r.Data
 				left -= int64(len(r.Data))
 			}
-			if err := emit(p); err != nil {
+			if err := emit(p, r.Info); err != nil {
 				return err
 			}
 		}
@@ -692,8 +723,8 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 			return err
 		}
 	}
-	if len(msg.Results) > 0 {
-		return stream.Send(msg)
+	if pending > 0 {
+		return flush()
 	}
 	return nil
 }

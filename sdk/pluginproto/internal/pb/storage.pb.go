@@ -1807,9 +1807,13 @@ func (x *StatManyResponse) GetResults() []*StatResult {
 }
 
 type GetManyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`                          // at most core.MaxBatchKeys
-	MaxBytes      int64                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // the bodies' total, at most core.MaxBatchBytes
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Keys     []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`                          // at most core.MaxBatchKeys
+	MaxBytes int64                  `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"` // the bodies' total, at most core.MaxBatchBytes
+	// The host reads GetManyResponse.packed (see there). A plugin that
+	// predates it ignores it and answers results, which the host reads as
+	// before.
+	Packed        bool `protobuf:"varint,3,opt,name=packed,proto3" json:"packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1856,6 +1860,13 @@ func (x *GetManyRequest) GetMaxBytes() int64 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *GetManyRequest) GetPacked() bool {
+	if x != nil {
+		return x.Packed
+	}
+	return false
 }
 
 type GetResult struct {
@@ -1927,8 +1938,16 @@ func (x *GetResult) GetError() *ErrorDetail {
 }
 
 type GetManyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*GetResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // the next results, in key order
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Results []*GetResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // the next results, in key order; empty when packed
+	// The next results, when the request asked for them packed: uvarint
+	// count, then for each, in key order, each for the next key of the
+	// request (which is its key and its info's): uvarint 0, then its info
+	// as ListResponse.packed has it without the key (size, mod time,
+	// version) and uvarint n and the body's n bytes; or uvarint 1, then its
+	// error: uvarint kind, and op, key and message each as uvarint n and n
+	// bytes.
+	Packed        []byte `protobuf:"bytes,2,opt,name=packed,proto3" json:"packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1966,6 +1985,13 @@ func (*GetManyResponse) Descriptor() ([]byte, []int) {
 func (x *GetManyResponse) GetResults() []*GetResult {
 	if x != nil {
 		return x.Results
+	}
+	return nil
+}
+
+func (x *GetManyResponse) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
 	}
 	return nil
 }
@@ -2628,17 +2654,19 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x04info\x18\x02 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x124\n" +
 	"\x05error\x18\x03 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"K\n" +
 	"\x10StatManyResponse\x127\n" +
-	"\aresults\x18\x01 \x03(\v2\x1d.retain.storage.v1.StatResultR\aresults\"A\n" +
+	"\aresults\x18\x01 \x03(\v2\x1d.retain.storage.v1.StatResultR\aresults\"Y\n" +
 	"\x0eGetManyRequest\x12\x12\n" +
 	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x1b\n" +
-	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\"\x94\x01\n" +
+	"\tmax_bytes\x18\x02 \x01(\x03R\bmaxBytes\x12\x16\n" +
+	"\x06packed\x18\x03 \x01(\bR\x06packed\"\x94\x01\n" +
 	"\tGetResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x04info\x18\x02 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x124\n" +
-	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"I\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"a\n" +
 	"\x0fGetManyResponse\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\"\xf3\x04\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\x12\x16\n" +
+	"\x06packed\x18\x02 \x01(\fR\x06packed\"\xf3\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +

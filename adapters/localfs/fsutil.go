@@ -512,8 +512,15 @@ func (d *Driver) lockKey(ctx context.Context, op, key string) (func(), error) {
 	if !d.lockOK {
 		return release, nil
 	}
-	fd, err := unix.Openat(d.locksFd, fmt.Sprintf("%02x.lock", i),
-		unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	// Open the lock file as it is, creating it only if missing: an open
+	// with O_CREAT takes the locks directory's inode lock even for a file
+	// that exists, and a batch delete opens one per key, from several
+	// batches at once.
+	name := fmt.Sprintf("%02x.lock", i)
+	fd, err := unix.Openat(d.locksFd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		fd, err = unix.Openat(d.locksFd, name, unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	}
 	if err != nil {
 		release()
 		return nil, mapErr(op, key, "opening the key's lock file", err)

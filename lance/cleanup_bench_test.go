@@ -234,8 +234,15 @@ func TestCleanupBenchChild(t *testing.T) {
 			}
 		}
 	}()
+	// RETAIN_CLEANUP_BENCH_CPUPROFILE=file writes a CPU profile of the plan
+	// and execution to file and, through the plugin, one of the plugin's
+	// life to file.plugin.
+	prof := os.Getenv("RETAIN_CLEANUP_BENCH_CPUPROFILE")
 	var drv core.Driver
 	if os.Getenv("RETAIN_CLEANUP_BENCH_PLUGIN") != "" {
+		if prof != "" {
+			t.Setenv(adapterbench.EnvPluginCPUProfile, prof+".plugin")
+		}
 		// The same driver through the plugin boundary, as the retain
 		// binary runs its bundled adapters: this test binary as the plugin.
 		drv = adapterbench.Plugin(localfs.Adapter.Name)(t, core.Location{Scheme: "file", Path: dir})
@@ -252,6 +259,13 @@ func TestCleanupBenchChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := mustOpen(t, s, "db/t.lance")
+	stopProfile := func() {}
+	if prof != "" {
+		var err error
+		if stopProfile, err = adapterbench.StartCPUProfile(prof); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	// Keep only the latest: what Lance's cut-off of now keeps here (the
 	// benchmark checks both copies end identical), and a policy that
@@ -268,6 +282,7 @@ func TestCleanupBenchChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep.ExecMs = float64(time.Since(start).Microseconds()) / 1000
+	stopProfile()
 	close(stop)
 	<-sampled
 	rep.Counts = counting.Counts()

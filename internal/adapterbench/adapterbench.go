@@ -83,7 +83,7 @@ func Run(b *testing.B, a core.Adapter, loc core.Location, fn func(b *testing.B, 
 // serving adapters or a conformance worker (conformance.Dispatch), or an
 // echo server. Otherwise it returns.
 func Dispatch(adapters ...core.Adapter) {
-	conformance.Dispatch(adapters)
+	conformance.Dispatch(profiled(adapters))
 	if sock := os.Getenv(echoEnv); sock != "" {
 		os.Exit(serveEcho(sock))
 	}

@@ -763,7 +763,7 @@ func (c *Client) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	if len(send) == 0 {
 		return out, nil
 	}
-	req := &pb.DeleteManyRequest{Keys: send}
+	req := &pb.DeleteManyRequest{Keys: send, Packed: true}
 	resp, err := viaSession(ctx, c, op, "", &pb.SessionRequest{Call: &pb.SessionRequest_DeleteMany{DeleteMany: req}},
 		(*pb.SessionResponse).GetDeleteMany, func(ctx context.Context) (*pb.DeleteManyResponse, error) {
 			return c.rpc.DeleteMany(ctx, req)
@@ -771,11 +771,25 @@ func (c *Client) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	if err != nil {
 		return nil, err
 	}
-	res := make([]core.DeleteResult, len(resp.Results))
-	for i, r := range resp.Results {
-		res[i].Key = r.Key
-		if r.Error != nil {
-			res[i].Err = fromDetail(r.Error, 0)
+	var res []core.DeleteResult
+	if len(resp.Packed) > 0 {
+		// A plugin that packs answers nothing else; one that predates
+		// packing answers results.
+		if len(resp.Results) > 0 {
+			return nil, core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q's plugin broke the protocol: delete results both packed and not", c.adapter)
+		}
+		if res, err = unpackDeleteResults(send, resp.Packed); err != nil {
+			return nil, &core.Error{Op: op, Kind: core.ErrUnknown, Err: err,
+				Msg: fmt.Sprintf("adapter %q's plugin broke the protocol", c.adapter)}
+		}
+	} else {
+		res = make([]core.DeleteResult, len(resp.Results))
+		for i, r := range resp.Results {
+			res[i].Key = r.Key
+			if r.Error != nil {
+				res[i].Err = fromDetail(r.Error, 0)
+			}
 		}
 	}
 	if len(send) == len(keys) {

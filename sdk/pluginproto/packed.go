@@ -83,11 +83,28 @@ func (g *getPacker) ok(i core.Info, data []byte) {
 func (g *getPacker) fail(d *pb.ErrorDetail) {
 	g.start()
 	g.b = binary.AppendUvarint(g.b, 1)
-	g.b = binary.AppendUvarint(g.b, uint64(d.Kind))
-	g.b = appendString(g.b, d.Op)
-	g.b = appendString(g.b, d.Key)
-	g.b = appendString(g.b, d.Message)
+	g.b = appendDetail(g.b, d)
 	g.count++
+}
+
+// appendDetail appends an error: its kind, op, key and message.
+func appendDetail(b []byte, d *pb.ErrorDetail) []byte {
+	b = binary.AppendUvarint(b, uint64(d.Kind))
+	b = appendString(b, d.Op)
+	b = appendString(b, d.Key)
+	return appendString(b, d.Message)
+}
+
+// packDeleteFailures encodes DeleteManyResponse.packed for count keys, of
+// which those at idx (increasing) failed with the errors ds.
+func packDeleteFailures(count int, idx []int, ds []*pb.ErrorDetail) []byte {
+	b := binary.AppendUvarint(nil, uint64(count))
+	b = binary.AppendUvarint(b, uint64(len(idx)))
+	for j, i := range idx {
+		b = binary.AppendUvarint(b, uint64(i))
+		b = appendDetail(b, ds[j])
+	}
+	return b
 }
 
 // take returns the packed results so far and starts again. What it
@@ -180,6 +197,53 @@ func (u *unpacker) info(i *core.Info) ([]byte, error) {
 	return v, nil
 }
 
+// detail reads an error as appendDetail wrote it.
+func (u *unpacker) detail() (*core.Error, error) {
+	kind, ok := u.uvarint()
+	op, ok2 := u.bytes()
+	key, ok3 := u.bytes()
+	msg, ok4 := u.bytes()
+	if !ok || !ok2 || !ok3 || !ok4 || kind > 255 {
+		return nil, u.bad("an error cut short")
+	}
+	return fromDetail(&pb.ErrorDetail{Kind: uint32(kind), Op: text2(op), Key: text2(key), Message: text2(msg)}, 0), nil
+}
+
+// unpackDeleteResults decodes DeleteManyResponse.packed: one result for
+// each of keys, which the count must match, the failures at increasing
+// indexes below it.
+func unpackDeleteResults(keys []string, p []byte) ([]core.DeleteResult, error) {
+	u := &unpacker{p: p, total: len(p), what: "packed delete results"}
+	count, ok := u.uvarint()
+	if !ok || count != uint64(len(keys)) {
+		return nil, fmt.Errorf("packed delete results: %d results for %d keys", count, len(keys))
+	}
+	// A failure takes at least 5 bytes.
+	fails, err := u.count(5, len(keys))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]core.DeleteResult, len(keys))
+	for i, k := range keys {
+		out[i].Key = k
+	}
+	next := uint64(0) // the lowest index the next failure may have
+	for range fails {
+		i, ok := u.uvarint()
+		if !ok || i < next || i >= count {
+			return nil, u.bad("a failure's index out of order or range")
+		}
+		if out[i].Err, err = u.detail(); err != nil {
+			return nil, err
+		}
+		next = i + 1
+	}
+	if len(u.p) > 0 {
+		return nil, u.bad("bytes after the last failure")
+	}
+	return out, nil
+}
+
 // unpackInfos decodes ListResponse.packed, each key with prefix put back.
 // A key must be valid UTF-8 (a proto string is). The keys and versions are
 // substrings of one string, so a page costs a few allocations however long
@@ -252,14 +316,9 @@ func unpackGetResults(keys []string, p []byte) ([]core.GetResult, error) {
 			}
 			text = append(text, v...)
 		case ok && tag == 1:
-			kind, ok := u.uvarint()
-			op, ok2 := u.bytes()
-			key, ok3 := u.bytes()
-			msg, ok4 := u.bytes()
-			if !ok || !ok2 || !ok3 || !ok4 || kind > 255 {
-				return nil, u.bad("an error cut short")
+			if r.Err, err = u.detail(); err != nil {
+				return nil, err
 			}
-			r.Err = fromDetail(&pb.ErrorDetail{Kind: uint32(kind), Op: text2(op), Key: text2(key), Message: text2(msg)}, 0)
 		default:
 			return nil, u.bad("a bad result mark")
 		}

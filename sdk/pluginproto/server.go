@@ -403,6 +403,9 @@ func (s *server) DeleteMany(ctx context.Context, req *pb.DeleteManyRequest) (*pb
 	if err != nil {
 		return nil, err
 	}
+	if req.Packed && !s.legacy && !s.unpacked {
+		return s.deleteManyPacked(ctx, d, req.Keys)
+	}
 	// Invalid keys get their own result and never reach the driver.
 	out := make([]*pb.DeleteResult, len(req.Keys))
 	send := make([]string, 0, len(req.Keys))
@@ -441,6 +444,46 @@ func (s *server) DeleteMany(ctx context.Context, req *pb.DeleteManyRequest) (*pb
 		}
 	}
 	return &pb.DeleteManyResponse{Results: out}, nil
+}
+
+// deleteManyPacked answers DeleteMany packed: the failures by index. The
+// host then sees no key the driver named, so the plugin checks what the
+// host's Store would have: a result per key, each for its key.
+func (s *server) deleteManyPacked(ctx context.Context, d core.Driver, keys []string) (*pb.DeleteManyResponse, error) {
+	const op = "delete-many"
+	send, bad := validKeys("delete", keys)
+	var res []core.DeleteResult
+	if len(send) > 0 {
+		var err error
+		if res, err = d.DeleteMany(ctx, send); err != nil {
+			return nil, toStatus(op, "", err)
+		}
+		if len(res) != len(send) {
+			return nil, toStatus(op, "", core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q broke the storage contract: it returned %d results for %d keys", s.adapter.Name, len(res), len(send)))
+		}
+	}
+	var idx []int
+	var ds []*pb.ErrorDetail
+	j := 0
+	for i, k := range keys {
+		if e, ok := bad[i]; ok {
+			dt, _ := detailOf("delete", k, e)
+			idx, ds = append(idx, i), append(ds, dt)
+			continue
+		}
+		r := res[j]
+		if r.Key != k {
+			return nil, toStatus(op, k, core.Errorf(op, k, core.ErrUnknown,
+				"adapter %q broke the storage contract: result %d names key %q", s.adapter.Name, j, r.Key))
+		}
+		j++
+		if r.Err != nil {
+			dt, _ := detailOf("delete", k, r.Err)
+			idx, ds = append(idx, i), append(ds, dt)
+		}
+	}
+	return &pb.DeleteManyResponse{Packed: packDeleteFailures(len(keys), idx, ds)}, nil
 }
 
 func deleteResultToPB(r core.DeleteResult) *pb.DeleteResult {

@@ -1180,8 +1180,12 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 }
 
 type DeleteManyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Keys          []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Keys  []string               `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// The host reads DeleteManyResponse.packed (see there). A plugin that
+	// predates it ignores it and answers results, which the host reads as
+	// before.
+	Packed        bool `protobuf:"varint,2,opt,name=packed,proto3" json:"packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1221,6 +1225,13 @@ func (x *DeleteManyRequest) GetKeys() []string {
 		return x.Keys
 	}
 	return nil
+}
+
+func (x *DeleteManyRequest) GetPacked() bool {
+	if x != nil {
+		return x.Packed
+	}
+	return false
 }
 
 type DeleteResult struct {
@@ -1276,8 +1287,15 @@ func (x *DeleteResult) GetError() *ErrorDetail {
 }
 
 type DeleteManyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*DeleteResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Results []*DeleteResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // empty when packed
+	// The results, when the request asked for them packed: uvarint count
+	// (the request's keys, each answered), uvarint n, then the n that
+	// failed, in key order: uvarint index of the key in the request, and
+	// the error as GetManyResponse.packed has it. Every other key was
+	// deleted or already absent. A batch of a thousand deletes then answers
+	// in a few bytes rather than a message naming each key again.
+	Packed        []byte `protobuf:"bytes,2,opt,name=packed,proto3" json:"packed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1315,6 +1333,13 @@ func (*DeleteManyResponse) Descriptor() ([]byte, []int) {
 func (x *DeleteManyResponse) GetResults() []*DeleteResult {
 	if x != nil {
 		return x.Results
+	}
+	return nil
+}
+
+func (x *DeleteManyResponse) GetPacked() []byte {
+	if x != nil {
+		return x.Packed
 	}
 	return nil
 }
@@ -2617,14 +2642,16 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1d\n" +
 	"\n" +
 	"if_version\x18\x02 \x01(\fR\tifVersion\"\x10\n" +
-	"\x0eDeleteResponse\"'\n" +
+	"\x0eDeleteResponse\"?\n" +
 	"\x11DeleteManyRequest\x12\x12\n" +
-	"\x04keys\x18\x01 \x03(\tR\x04keys\"V\n" +
+	"\x04keys\x18\x01 \x03(\tR\x04keys\x12\x16\n" +
+	"\x06packed\x18\x02 \x01(\bR\x06packed\"V\n" +
 	"\fDeleteResult\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
-	"\x05error\x18\x02 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"O\n" +
+	"\x05error\x18\x02 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"g\n" +
 	"\x12DeleteManyResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.retain.storage.v1.DeleteResultR\aresults\"\x99\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.retain.storage.v1.DeleteResultR\aresults\x12\x16\n" +
+	"\x06packed\x18\x02 \x01(\fR\x06packed\"\x99\x01\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1f\n" +
 	"\vstart_after\x18\x02 \x01(\tR\n" +

@@ -255,6 +255,15 @@ func (pl *planner) txnCandidates(ctx context.Context, m *member, keep []bool) ([
 	byRV := map[uint64][]string{}
 	prefix := m.ds.Key("_transactions") + "/"
 	objs := []core.Info{}
+	if pl.whole != nil {
+		// The page of the whole table read _transactions/ before
+		// _versions/: a version's own transaction, written just before its
+		// manifest, may be missing from it while another commit's of the
+		// same read version is not, and the one-file-per-read-version
+		// guard below would take that one for it. List it after the
+		// versions (cleanup_whole.go).
+		delete(m.first, "_transactions")
+	}
 	if err := pl.listDir(ctx, m, "_transactions", func(o core.Info) { objs = append(objs, o) }); err != nil {
 		return nil, nil, pl.refuse(prefix, "listing "+branchName(m.branch)+"'s transactions", err)
 	}

@@ -21,7 +21,10 @@ import (
 // file it wrote just before. Such a plan can only keep too much or refuse
 // (checkKept: a kept file missing), never delete what a version it saw
 // references; a refusal from a whole listing is retried folder by folder
-// (PlanCleanup), where every folder is listed after the versions.
+// (PlanCleanup), where every folder is listed after the versions. The
+// replay from transactions does not take the page's _transactions/ at
+// all: it relies on every transaction of a version seen being listed, and
+// lists that folder again after the versions (txnCandidates).
 
 // wholePage lists the dataset root as one page; nil when it does not fit
 // (or fails: the folder listings that follow report the error).

@@ -123,6 +123,10 @@ func (c *Client) getMany(ctx context.Context, keys []string, maxBytes int64) ([]
 		if err != nil {
 			return nil, streamErr(err)
 		}
+		if len(m.Packed) == 0 && len(m.Bodies) > 0 {
+			return nil, core.Errorf(op, "", core.ErrUnknown,
+				"adapter %q's plugin broke the protocol: bodies without packed results", c.adapter)
+		}
 		if len(m.Packed) > 0 {
 			// A plugin that packs answers nothing else; one that predates
 			// packing answers results.
@@ -130,7 +134,7 @@ func (c *Client) getMany(ctx context.Context, keys []string, maxBytes int64) ([]
 				return nil, core.Errorf(op, "", core.ErrUnknown,
 					"adapter %q's plugin broke the protocol: a batch answer both packed and not", c.adapter)
 			}
-			res, err := unpackGetResults(keys[len(out):], m.Packed)
+			res, err := unpackGetResults(keys[len(out):], m.Packed, m.Bodies)
 			if err != nil {
 				return nil, &core.Error{Op: op, Kind: core.ErrUnknown, Err: err,
 					Msg: fmt.Sprintf("adapter %q's plugin broke the protocol", c.adapter)}

@@ -28,7 +28,11 @@ func TestPackedGetResultsRoundTrip(t *testing.T) {
 			g.ok(r.Info, r.Data)
 		}
 	}
-	out, err := unpackGetResults(keys, g.take())
+	packed, bodies := g.take()
+	if len(bodies) != 3 {
+		t.Fatalf("%d bodies for 3 results that are not errors", len(bodies))
+	}
+	out, err := unpackGetResults(keys, packed, bodies)
 	if err != nil || len(out) != len(in) {
 		t.Fatalf("%d results back for %d: %v", len(out), len(in), err)
 	}
@@ -52,39 +56,46 @@ func TestPackedGetResultsRoundTrip(t *testing.T) {
 	}
 	// The packer starts again after take.
 	g.ok(in[0].Info, in[0].Data)
-	if out, err := unpackGetResults(keys, g.take()); err != nil || len(out) != 1 || string(out[0].Data) != "abc" {
+	packed, bodies = g.take()
+	out, err = unpackGetResults(keys, packed, bodies)
+	if err != nil || len(out) != 1 || string(out[0].Data) != "abc" {
 		t.Fatalf("after take: %+v, %v", out, err)
 	}
 }
 
 // A packed batch is held to what GetResult messages would carry: a cut
-// anywhere, more results than keys, a bad mark or bytes past the count.
+// anywhere, more results than keys, a body for each result that is not an
+// error (no more, no fewer), a bad mark or bytes past the count.
 func TestUnpackGetResultsRefusesMalformed(t *testing.T) {
 	var g getPacker
 	g.ok(core.Info{Size: 3, Version: "v", ModTime: time.Unix(1, 2)}, []byte("abc"))
 	g.fail(&pb.ErrorDetail{Kind: uint32(core.ErrNotFound), Op: "get", Key: "b", Message: "gone"})
-	good := append([]byte(nil), g.take()...)
+	packed, bodies := g.take()
+	good := append([]byte(nil), packed...)
 	keys := []string{"a", "b"}
-	if _, err := unpackGetResults(keys, good); err != nil {
+	if _, err := unpackGetResults(keys, good, bodies); err != nil {
 		t.Fatal(err)
 	}
 	for n := range len(good) {
-		if out, err := unpackGetResults(keys, good[:n]); err == nil {
+		if out, err := unpackGetResults(keys, good[:n], bodies); err == nil {
 			t.Errorf("cut at byte %d of %d: accepted as %d results", n, len(good), len(out))
 		}
 	}
-	bad := map[string][]byte{
-		"more results than keys": good,
-		"bytes after the last":   append(append([]byte(nil), good...), 0),
-		"result mark":            {1, 2, 0, 0, 0, 0},
-		"kind":                   {1, 1, 0x80, 0x02, 0, 0, 0},
+	type answer struct {
+		keys   []string
+		packed []byte
+		bodies [][]byte
 	}
-	for what, b := range bad {
-		k := keys
-		if what == "more results than keys" {
-			k = keys[:1]
-		}
-		if out, err := unpackGetResults(k, b); err == nil {
+	bad := map[string]answer{
+		"more results than keys": {keys[:1], good, bodies},
+		"bytes after the last":   {keys, append(append([]byte(nil), good...), 0), bodies},
+		"fewer bodies":           {keys, good, nil},
+		"more bodies":            {keys, good, append(bodies, []byte("x"))},
+		"result mark":            {keys, []byte{1, 2, 0, 0, 0, 0}, nil},
+		"kind":                   {keys, []byte{1, 1, 0x80, 0x02, 0, 0, 0}, nil},
+	}
+	for what, a := range bad {
+		if out, err := unpackGetResults(a.keys, a.packed, a.bodies); err == nil {
 			t.Errorf("%s: accepted as %+v", what, out)
 		}
 	}

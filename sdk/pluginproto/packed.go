@@ -57,17 +57,18 @@ func packInfos(prefix string, infos []core.Info) (b []byte, ok bool) {
 	return b, true
 }
 
-// getPacker builds GetManyResponse.packed, one result at a time. Its
-// buffer starts with room for the count, which take writes in front, so
-// bodies are copied once.
+// getPacker builds GetManyResponse.packed and bodies, one result at a
+// time. Its buffer starts with room for the count, which take writes in
+// front.
 type getPacker struct {
-	b     []byte
-	count int
+	b      []byte
+	bodies [][]byte
+	count  int
 }
 
 func (g *getPacker) start() {
 	if g.b == nil {
-		g.b = make([]byte, binary.MaxVarintLen64, 64<<10)
+		g.b = make([]byte, binary.MaxVarintLen64, 16<<10)
 	}
 }
 
@@ -75,8 +76,7 @@ func (g *getPacker) ok(i core.Info, data []byte) {
 	g.start()
 	g.b = binary.AppendUvarint(g.b, 0)
 	g.b = appendInfo(g.b, i)
-	g.b = binary.AppendUvarint(g.b, uint64(len(data)))
-	g.b = append(g.b, data...)
+	g.bodies = append(g.bodies, data)
 	g.count++
 }
 
@@ -107,18 +107,18 @@ func packDeleteFailures(count int, idx []int, ds []*pb.ErrorDetail) []byte {
 	return b
 }
 
-// take returns the packed results so far and starts again. What it
-// returns shares the buffer: it must be sent (encoded) before the next
-// result is added.
-func (g *getPacker) take() []byte {
+// take returns the packed results and bodies so far and starts again.
+// The packed bytes share the buffer: they must be sent (encoded) before
+// the next result is added.
+func (g *getPacker) take() ([]byte, [][]byte) {
 	g.start()
 	var cnt [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(cnt[:], uint64(g.count))
 	at := binary.MaxVarintLen64 - n
 	copy(g.b[at:], cnt[:n])
-	out := g.b[at:]
-	g.b, g.count = g.b[:binary.MaxVarintLen64], 0
-	return out
+	out, bodies := g.b[at:], g.bodies
+	g.b, g.bodies, g.count = g.b[:binary.MaxVarintLen64], nil, 0
+	return out, bodies
 }
 
 // unpacker reads a packed form; every read reports whether the bytes held
@@ -288,13 +288,13 @@ func unpackInfos(prefix string, p []byte) ([]core.Info, error) {
 	return out, nil
 }
 
-// unpackGetResults decodes GetManyResponse.packed: the results for keys,
-// in order, as many as it counts (at most len(keys)). A body is a slice of
-// p, which the caller must not reuse.
-func unpackGetResults(keys []string, p []byte) ([]core.GetResult, error) {
+// unpackGetResults decodes GetManyResponse.packed and bodies: the results
+// for keys, in order, as many as it counts (at most len(keys)), a body for
+// each that is not an error.
+func unpackGetResults(keys []string, p []byte, bodies [][]byte) ([]core.GetResult, error) {
 	u := &unpacker{p: p, total: len(p), what: "packed batch"}
-	// A result takes at least 5 bytes (an error with its strings empty).
-	count, err := u.count(5, len(keys))
+	// A result takes at least 4 bytes (an info with no mod time).
+	count, err := u.count(4, len(keys))
 	if err != nil {
 		return nil, err
 	}
@@ -311,8 +311,12 @@ func unpackGetResults(keys []string, p []byte) ([]core.GetResult, error) {
 				return nil, err
 			}
 			r.Info.Key = keys[j]
-			if r.Data, ok = u.bytes(); !ok {
-				return nil, u.bad("a body cut short")
+			if len(bodies) == 0 {
+				return nil, u.bad("fewer bodies than results")
+			}
+			r.Data, bodies = bodies[0], bodies[1:]
+			if r.Data == nil {
+				r.Data = []byte{} // an empty body is a body
 			}
 			text = append(text, v...)
 		case ok && tag == 1:
@@ -326,6 +330,9 @@ func unpackGetResults(keys []string, p []byte) ([]core.GetResult, error) {
 	}
 	if len(u.p) > 0 {
 		return nil, u.bad("bytes after the last result")
+	}
+	if len(bodies) > 0 {
+		return nil, fmt.Errorf("packed batch: %d bodies more than results", len(bodies))
 	}
 	s := string(text)
 	at := 0

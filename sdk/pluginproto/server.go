@@ -669,7 +669,7 @@ func (s *server) GetMany(req *pb.GetManyRequest, stream pb.Storage_GetManyServer
 	size, pending := 0, 0
 	flush := func() error {
 		if packed {
-			msg.Packed = pk.take()
+			msg.Packed, msg.Bodies = pk.take()
 		}
 		err := stream.Send(msg)
 		msg, size, pending = &pb.GetManyResponse{}, 0, 0

@@ -1969,10 +1969,12 @@ type GetManyResponse struct {
 	// count, then for each, in key order, each for the next key of the
 	// request (which is its key and its info's): uvarint 0, then its info
 	// as ListResponse.packed has it without the key (size, mod time,
-	// version) and uvarint n and the body's n bytes; or uvarint 1, then its
-	// error: uvarint kind, and op, key and message each as uvarint n and n
-	// bytes.
-	Packed        []byte `protobuf:"bytes,2,opt,name=packed,proto3" json:"packed,omitempty"`
+	// version); or uvarint 1, then its error: uvarint kind, and op, key and
+	// message each as uvarint n and n bytes.
+	Packed []byte `protobuf:"bytes,2,opt,name=packed,proto3" json:"packed,omitempty"`
+	// With packed: the bodies of its results that are not errors, in order
+	// (a field of their own, so a body is copied once each way).
+	Bodies        [][]byte `protobuf:"bytes,3,rep,name=bodies,proto3" json:"bodies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2017,6 +2019,13 @@ func (x *GetManyResponse) GetResults() []*GetResult {
 func (x *GetManyResponse) GetPacked() []byte {
 	if x != nil {
 		return x.Packed
+	}
+	return nil
+}
+
+func (x *GetManyResponse) GetBodies() [][]byte {
+	if x != nil {
+		return x.Bodies
 	}
 	return nil
 }
@@ -2690,10 +2699,11 @@ const file_retain_storage_v1_storage_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12+\n" +
 	"\x04info\x18\x02 \x01(\v2\x17.retain.storage.v1.InfoR\x04info\x12\x12\n" +
 	"\x04data\x18\x03 \x01(\fR\x04data\x124\n" +
-	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"a\n" +
+	"\x05error\x18\x04 \x01(\v2\x1e.retain.storage.v1.ErrorDetailR\x05error\"y\n" +
 	"\x0fGetManyResponse\x126\n" +
 	"\aresults\x18\x01 \x03(\v2\x1c.retain.storage.v1.GetResultR\aresults\x12\x16\n" +
-	"\x06packed\x18\x02 \x01(\fR\x06packed\"\xf3\x04\n" +
+	"\x06packed\x18\x02 \x01(\fR\x06packed\x12\x16\n" +
+	"\x06bodies\x18\x03 \x03(\fR\x06bodies\"\xf3\x04\n" +
 	"\x0eSessionRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1d\n" +
 	"\n" +

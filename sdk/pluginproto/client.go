@@ -20,7 +20,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/pluginproto/internal/pb"
@@ -220,7 +219,6 @@ func Launch(ctx context.Context, cfg LaunchConfig) (*Client, error) {
 			GRPCDialOptions: []grpc.DialOption{
 				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
 				grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(connWindow),
-				experimental.WithBufferPool(bufferPool),
 			},
 		})
 		d, err = dispense(ctx, gp, img)

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/mem"
 
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/pluginproto/internal/pb"
@@ -35,23 +34,6 @@ const (
 	// envLogLevel passes the host logger's level to the plugin.
 	envLogLevel = "RETAIN_PLUGIN_LOG_LEVEL"
 )
-
-// bufferPool is the pool both sides hand gRPC for received messages and
-// encoded ones. gRPC's default jumps from 32 KiB to 1 MiB buffers, and
-// zeroes a buffer's whole capacity on every reuse: a list page or a
-// DeleteMany of 100 KB then costs a 1 MiB clear (or allocation) on each
-// side. A tier at every power of two keeps that within twice the message.
-var bufferPool = func() mem.BufferPool {
-	var exps []uint8
-	for e := uint8(8); e <= 20; e++ {
-		exps = append(exps, e)
-	}
-	p, err := mem.NewBinaryTieredBufferPool(exps...)
-	if err != nil {
-		panic(err) // the exponents are constants
-	}
-	return p
-}()
 
 // handshake is a UX check, not security: a plugin binary run by hand, or
 // another program's plugin, is recognised and refused.

@@ -16,7 +16,6 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/retain-dev/retain/sdk/core"
@@ -90,8 +89,7 @@ func serve(a core.Adapter, cfg serveConfig) {
 		VersionedPlugins: sets,
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			opts = append(opts, grpc.MaxRecvMsgSize(maxMsgSize), grpc.MaxSendMsgSize(maxMsgSize),
-				grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
-				experimental.BufferPool(bufferPool))
+				grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow))
 			return grpc.NewServer(opts...)
 		},
 		Logger: logger,

@@ -1305,14 +1305,21 @@ func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reaso
 	if err := d.recheckRefs(ctx, plan, tagObjs, branchObjs, stale); err != nil {
 		return err
 	}
+	return d.recheckHeads(plan, func(ds *Dataset) (Version, error) { return ds.Latest(ctx) }, stale)
+}
+
+// recheckHeads refuses a plan when a branch's latest version (as latest
+// reads it) is not the head the plan was made at.
+func (d *Dataset) recheckHeads(plan *Plan, latest func(*Dataset) (Version, error), stale func(key, reason string, cause error) error) error {
 	for _, h := range plan.Snapshot.Heads {
 		ds := d
 		if h.Branch != "" {
+			var err error
 			if ds, err = d.Branch(h.Branch); err != nil {
 				return stale(h.Root, "branch "+h.Branch, err)
 			}
 		}
-		v, err := ds.Latest(ctx)
+		v, err := latest(ds)
 		if errors.Is(err, ErrNotDataset) {
 			return stale(ds.Key(versionsDir+"/"), branchName(h.Branch)+" has no versions any more", err)
 		}
@@ -1320,8 +1327,8 @@ func (d *Dataset) recheck(ctx context.Context, plan *Plan, stale func(key, reaso
 			return &CleanupError{Dataset: d.Root, Key: ds.Key(versionsDir + "/"), Reason: "re-reading the latest version of " + branchName(h.Branch),
 				Err: ErrCleanupRefused, Cause: err}
 		}
-		if err := headSince(h, v, stale); err != nil {
-			return err
+		if v.N != h.Version || v.Key != h.Key || v.Info.Version != h.ObjectVersion {
+			return stale(v.Key, fmt.Sprintf("%s's latest version is %d, the plan was made at %d: a commit since planning", branchName(h.Branch), v.N, h.Version), nil)
 		}
 	}
 	return nil
@@ -1343,15 +1350,6 @@ func (d *Dataset) recheckRefs(ctx context.Context, plan *Plan, tagObjs, branchOb
 	}
 	if !same {
 		return stale(key, "a branch was created, changed or deleted", nil)
-	}
-	return nil
-}
-
-// headSince refuses a branch whose latest version v is not the head the
-// plan was made at.
-func headSince(h HeadSnapshot, v Version, stale func(key, reason string, cause error) error) error {
-	if v.N != h.Version || v.Key != h.Key || v.Info.Version != h.ObjectVersion {
-		return stale(v.Key, fmt.Sprintf("%s's latest version is %d, the plan was made at %d: a commit since planning", branchName(h.Branch), v.N, h.Version), nil)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package lance
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"github.com/retain-dev/retain/sdk/core"
@@ -88,24 +87,15 @@ func (d *Dataset) recheckWhole(ctx context.Context, plan *Plan, stale func(key, 
 	if err := d.recheckRefs(ctx, plan, under(page.Objects, d.Key(tagsDir)+"/"), under(page.Objects, d.Key(branchesDir)+"/"), stale); err != nil {
 		return true, err
 	}
-	for _, h := range plan.Snapshot.Heads {
-		ds := d
-		if h.Branch != "" {
-			if ds, err = d.Branch(h.Branch); err != nil {
-				return true, stale(h.Root, "branch "+h.Branch, err)
-			}
-		}
+	err = d.recheckHeads(plan, func(ds *Dataset) (Version, error) {
 		vs, err := ds.versionsIn(under(page.Objects, ds.Key(versionsDir)+"/"))
-		if errors.Is(err, ErrNotDataset) {
-			return true, stale(ds.Key(versionsDir+"/"), branchName(h.Branch)+" has no versions any more", err)
-		}
 		if err != nil {
-			return true, &CleanupError{Dataset: d.Root, Key: ds.Key(versionsDir + "/"), Reason: "re-reading the latest version of " + branchName(h.Branch),
-				Err: ErrCleanupRefused, Cause: err}
+			return Version{}, err
 		}
-		if err := headSince(h, vs[len(vs)-1], stale); err != nil {
-			return true, err
-		}
+		return vs[len(vs)-1], nil
+	}, stale)
+	if err != nil {
+		return true, err
 	}
 	return true, nil
 }

@@ -3,7 +3,6 @@ package lance
 import (
 	"context"
 	"sort"
-	"strings"
 
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -98,14 +97,5 @@ func (d *Dataset) refsListing(ctx context.Context) (tags, branches []core.Info, 
 	if err != nil {
 		return nil, nil, err
 	}
-	tagPrefix, branchPrefix := d.Key(tagsDir)+"/", d.Key(branchesDir)+"/"
-	for _, o := range objs {
-		switch {
-		case strings.HasPrefix(o.Key, tagPrefix):
-			tags = append(tags, o)
-		case strings.HasPrefix(o.Key, branchPrefix):
-			branches = append(branches, o)
-		}
-	}
-	return tags, branches, nil
+	return under(objs, d.Key(tagsDir)+"/"), under(objs, d.Key(branchesDir)+"/"), nil
 }

@@ -431,6 +431,33 @@ func TestReplayPlansCommittedFixtures(t *testing.T) {
 	t.Logf("%d versions replayed", replayed)
 }
 
+// plantFailedCommit, on the "cancel" workload's table, finds v4's own
+// transaction (read version 3, one Append) and adds a failed commit's: read
+// v3 too, another uuid, claiming another data file, which it writes young.
+func plantFailedCommit(t *testing.T, table string) (own string, b []byte, op *txnOp, fake string) {
+	t.Helper()
+	txns := filepath.Join(table, "_transactions")
+	m, _ := filepath.Glob(filepath.Join(txns, "3-*.txn"))
+	if len(m) != 1 {
+		t.Fatalf("transactions of read version 3: %v", m)
+	}
+	b = read(t, m[0])
+	op, err := parseTxn(b)
+	if err != nil || op.kind != txnAppend || len(op.newFrags) != 1 {
+		t.Fatalf("v4's transaction: %+v, %v", op, err)
+	}
+	path := op.newFrags[0].Files[0].Path
+	fake = "f" + path[1:]
+	if path[0] == 'f' {
+		fake = "e" + path[1:]
+	}
+	other := "00000000-0000-4000-8000-0000000000aa"
+	failed := bytes.Replace(bytes.Replace(b, []byte(op.uuid), []byte(other), 1), []byte(path), []byte(fake), 1)
+	write(t, filepath.Join(txns, "3-"+other+".txn"), failed)
+	write(t, filepath.Join(table, "data", fake), []byte("in flight"))
+	return m[0], b, op, fake
+}
+
 // testReplayMisattributed: v4's commit looks rebased (its transaction file
 // names read version 1), and a failed commit that read v3 left a young
 // transaction claiming another data file. v4 is then replayed from the
@@ -443,32 +470,16 @@ func testReplayMisattributed(t *testing.T, src string) {
 	work := filepath.Join(t.TempDir(), "cancel")
 	copyTree(t, filepath.Join(src, "db"), filepath.Join(work, "db"))
 	table := filepath.Join(work, "db", "t.lance")
-	txns := filepath.Join(table, "_transactions")
-	m, _ := filepath.Glob(filepath.Join(txns, "3-*.txn"))
-	if len(m) != 1 {
-		t.Fatalf("transactions of read version 3: %v", m)
-	}
-	b := read(t, m[0])
-	op, err := parseTxn(b)
-	if err != nil || op.kind != txnAppend || len(op.newFrags) != 1 || !bytes.HasPrefix(b, []byte{0x08, 0x03}) {
-		t.Fatalf("v4's transaction: %+v, %v", op, err)
-	}
-	path := op.newFrags[0].Files[0].Path
-	fake := "f" + path[1:]
-	if path[0] == 'f' {
-		fake = "e" + path[1:]
+	own, b, op, fake := plantFailedCommit(t, table)
+	if !bytes.HasPrefix(b, []byte{0x08, 0x03}) {
+		t.Fatalf("v4's transaction does not start with its read version: %x", b[:2])
 	}
 	// v4's own transaction, as if rebased from v1.
 	rebased := append([]byte{0x08, 0x01}, b[2:]...)
-	if err := os.Remove(m[0]); err != nil {
+	if err := os.Remove(own); err != nil {
 		t.Fatal(err)
 	}
-	write(t, filepath.Join(txns, "1-"+op.uuid+".txn"), rebased)
-	// The failed commit's: read v3, another uuid, another data file.
-	other := "00000000-0000-4000-8000-0000000000aa"
-	failed := bytes.Replace(bytes.Replace(b, []byte(op.uuid), []byte(other), 1), []byte(path), []byte(fake), 1)
-	write(t, filepath.Join(txns, "3-"+other+".txn"), failed)
-	write(t, filepath.Join(table, "data", fake), []byte("in flight"))
+	write(t, filepath.Join(table, "_transactions", "1-"+op.uuid+".txn"), rebased)
 
 	d := mustOpen(t, openStore(t, work), "db/t.lance")
 	got, ok := diffPlans(t, "cancel", d, Policy{KeepLast: 1})
@@ -496,29 +507,10 @@ func testReplayMisattributed(t *testing.T, src string) {
 func testReplayPageOrder(t *testing.T, src string) {
 	work := filepath.Join(t.TempDir(), "cancel")
 	copyTree(t, filepath.Join(src, "db"), filepath.Join(work, "db"))
-	table := filepath.Join(work, "db", "t.lance")
-	txns := filepath.Join(table, "_transactions")
-	m, _ := filepath.Glob(filepath.Join(txns, "3-*.txn"))
-	if len(m) != 1 {
-		t.Fatalf("transactions of read version 3: %v", m)
-	}
-	b := read(t, m[0])
-	op, err := parseTxn(b)
-	if err != nil || op.kind != txnAppend || len(op.newFrags) != 1 {
-		t.Fatalf("v4's transaction: %+v, %v", op, err)
-	}
-	path := op.newFrags[0].Files[0].Path
-	fake := "f" + path[1:]
-	if path[0] == 'f' {
-		fake = "e" + path[1:]
-	}
-	other := "00000000-0000-4000-8000-0000000000aa"
-	failed := bytes.Replace(bytes.Replace(b, []byte(op.uuid), []byte(other), 1), []byte(path), []byte(fake), 1)
-	write(t, filepath.Join(txns, "3-"+other+".txn"), failed)
-	write(t, filepath.Join(table, "data", fake), []byte("in flight"))
+	own, _, _, fake := plantFailedCommit(t, filepath.Join(work, "db", "t.lance"))
 
 	s, pd, _ := pagedStore(t, work, "db/t.lance")
-	pd.hide.Store("db/t.lance/_transactions/" + filepath.Base(m[0]))
+	pd.hide.Store("db/t.lance/_transactions/" + filepath.Base(own))
 	d := mustOpen(t, s, "db/t.lance")
 	got, err := d.PlanCleanup(bg, Policy{KeepLast: 1, FromTransactions: true})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/retain-dev/retain/branch/lifecycle"
@@ -107,11 +108,13 @@ type source struct {
 	snap   *registry.Snapshot
 	resv   registry.Reservation
 	hasRes bool
+	paths  []string // the table folders discovered, tables or not
 	tables []CapturedTable
 }
 
-// testHookBeforeTags runs (in tests) after revalidation, before the
-// sidecar and the tags: the ABA window.
+// testHookBeforeTags runs (in tests) after the revalidation of the
+// registry and the table set, before the sidecar and the tags: a change
+// here is found by the heads' second reading, after the tags.
 var testHookBeforeTags func()
 
 // Create takes checkpoint name of every table of the store on branch
@@ -133,7 +136,7 @@ func (o Options) Create(ctx context.Context, s *core.Store, name, branch string)
 	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
 	var last error
 	for attempt := 1; attempt <= o.retries(); attempt++ {
-		src, err := capture(ctx, s, reg, name, branch, nil)
+		src, err := capture(ctx, s, reg, name, branch)
 		if err != nil {
 			return nil, err
 		}
@@ -151,9 +154,25 @@ func (o Options) Create(ctx context.Context, s *core.Store, name, branch string)
 		fmt.Sprintf("the source kept changing over %d attempts; nothing was published", o.retries()), last)
 }
 
-// capture reads the registry head and every table's head on branch. ids
-// (from an earlier capture, by path) keeps the fresh ids of new tables.
-func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, branch string, prev *source) (*source, error) {
+// capture reads the registry head, the table set and every table's head
+// on branch.
+func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, branch string) (*source, error) {
+	src, err := captureShape(ctx, s, reg, name)
+	if err != nil {
+		return nil, err
+	}
+	if src.tables, err = captureTables(ctx, s, src.snap, src.paths, branch, nil); err != nil {
+		return nil, err
+	}
+	if len(src.tables) == 0 {
+		return nil, errorf("create", name, ErrNoTables, "no <table>.lance/ folder with a manifest at the top of the store")
+	}
+	return src, nil
+}
+
+// captureShape reads what the claim guards and the table set: the
+// registry head, the name's reservation and the table folders.
+func captureShape(ctx context.Context, s *core.Store, reg *registry.Registry, name string) (*source, error) {
 	head, snap, err := reg.Head(ctx)
 	if err != nil {
 		return nil, err
@@ -164,25 +183,26 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 		return nil, refusal("create", name, registry.ErrNameTaken,
 			fmt.Sprintf("checkpoint %s holds the name (generation %d): delete it first or choose another name", src.resv.CheckpointID, src.resv.Generation), nil)
 	}
-	paths, err := DiscoverTables(ctx, s)
-	if err != nil {
+	if src.paths, err = DiscoverTables(ctx, s); err != nil {
 		return nil, err
 	}
-	// Revalidation against the same registry version may keep what the
-	// earlier capture read of a table whose head is the same object.
+	return src, nil
+}
+
+// captureTables reads the head of every table at paths on branch, side by
+// side (the store's limiter bounds the requests). prev, an earlier
+// capture against the same registry version, lends what it read of a
+// head that is the same object, and the fresh ids of its new tables.
+func captureTables(ctx context.Context, s *core.Store, snap *registry.Snapshot, paths []string, branch string, prev []CapturedTable) ([]CapturedTable, error) {
 	before := map[string]*CapturedTable{}
-	if prev != nil && prev.head == head {
-		for i := range prev.tables {
-			before[prev.tables[i].Path] = &prev.tables[i]
-		}
+	for i := range prev {
+		before[prev[i].Path] = &prev[i]
 	}
 	cat := newCatalogIndex(snap)
 	type captured struct {
 		ct CapturedTable
 		ok bool
 	}
-	// Every table's head is read side by side; the store's limiter bounds
-	// the requests.
 	caps, err := fanout.Map(ctx, s.Parallelism(), len(paths), func(ctx context.Context, i int) (captured, error) {
 		ct, ok, err := captureTable(ctx, s, snap, cat, paths[i], branch, before[paths[i]])
 		return captured{ct, ok}, err
@@ -190,24 +210,18 @@ func capture(ctx context.Context, s *core.Store, reg *registry.Registry, name, b
 	if err != nil {
 		return nil, err
 	}
+	var tables []CapturedTable
 	for i, p := range paths {
 		ct, ok := caps[i].ct, caps[i].ok
 		if !ok {
 			continue
 		}
-		if ct.NewTable && prev != nil {
-			for _, pt := range prev.tables {
-				if pt.Path == p && pt.NewTable {
-					ct.TableID = pt.TableID
-				}
-			}
+		if pt := before[p]; ct.NewTable && pt != nil && pt.NewTable {
+			ct.TableID = pt.TableID
 		}
-		src.tables = append(src.tables, ct)
+		tables = append(tables, ct)
 	}
-	if len(src.tables) == 0 {
-		return nil, errorf("create", name, ErrNoTables, "no <table>.lance/ folder with a manifest at the top of the store")
-	}
-	return src, nil
+	return tables, nil
 }
 
 // captureTable reads one table's head on branch. prev is what an earlier
@@ -293,49 +307,29 @@ func sameObject(a, b core.Info) bool {
 	return a.Version != "" && a.Key == b.Key && a.Version == b.Version && a.Size == b.Size
 }
 
-// sourceChanged is verifyTableTag's refusal of a table whose tagged
-// version is no longer the commit captured: the caller rolls back.
-type sourceChanged struct{ err error }
-
-func (e *sourceChanged) Error() string { return e.err.Error() }
-func (e *sourceChanged) Unwrap() error { return e.err }
-
-// verifyTableTag checks that the version ct's tag names is still the
-// commit captured (a table recreated at its path between capture and
-// tagging has the same version numbers and other commits). The tag itself
-// is not read back: ensureTableTag's conditional write, or its read of the
-// tag that was there, already proved what it holds.
-func verifyTableTag(ctx context.Context, s *core.Store, ct CapturedTable, branch string) error {
-	ds, err := lance.Open(s, ct.Path)
-	if err != nil {
-		return err
-	}
-	bds := ds
-	if branch != registry.MainBranch {
-		if bds, err = ds.Branch(branch); err != nil {
-			return err
-		}
-	}
-	if err := bds.CheckPhysRef(ctx, ct.ref); err != nil {
-		msg := fmt.Sprintf("version %d is no longer the commit captured (the table was deleted and recreated at its path?)", ct.Version)
-		return &sourceChanged{refusal("create", ct.Path, ErrSourceChanged, msg+"; nothing was published", err)}
-	}
-	return nil
-}
-
-// sameSource reports what differs between two captures, "" if nothing.
-func sameSource(a, b *source) string {
+// sameShape reports what differs between two readings of the registry
+// and the table set, "" if nothing.
+func sameShape(a, b *source) string {
 	if a.head != b.head {
 		return fmt.Sprintf("the registry moved from version %d to %d", a.head, b.head)
 	}
 	if a.hasRes != b.hasRes || a.resv != b.resv {
 		return "the name's reservation changed"
 	}
-	if len(a.tables) != len(b.tables) {
-		return fmt.Sprintf("the tables changed (%d, now %d)", len(a.tables), len(b.tables))
+	if !slices.Equal(a.paths, b.paths) {
+		return fmt.Sprintf("the table folders changed (%d, now %d)", len(a.paths), len(b.paths))
 	}
-	for i := range a.tables {
-		x, y := a.tables[i], b.tables[i]
+	return ""
+}
+
+// sameTables reports what differs between two readings of the tables'
+// heads, "" if nothing.
+func sameTables(a, b []CapturedTable) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("the tables changed (%d, now %d)", len(a), len(b))
+	}
+	for i := range a {
+		x, y := a[i], b[i]
 		switch {
 		case x.Path != y.Path:
 			return fmt.Sprintf("the tables changed (%s, now %s)", x.Path, y.Path)
@@ -344,7 +338,7 @@ func sameSource(a, b *source) string {
 		case x.Version != y.Version:
 			return fmt.Sprintf("table %s: the head moved from version %d to %d", x.Path, x.Version, y.Version)
 		case !x.ref.Equal(y.ref):
-			return fmt.Sprintf("table %s: version %d is another object now (recreated?)", x.Path, x.Version)
+			return fmt.Sprintf("table %s: version %d is another commit now (the table was deleted and recreated at its path?)", x.Path, x.Version)
 		}
 	}
 	return ""
@@ -454,12 +448,13 @@ func (o Options) createClaimed(ctx context.Context, s *core.Store, reg *registry
 		actor = h.Payload().Actor
 	}
 	err = o.withGates(ctx, s, func(ctx context.Context) error {
-		// Revalidate everything captured, before any tag exists.
-		now, cerr := capture(ctx, s, reg, name, branch, src)
+		// Revalidate what the claim guards and the table set before any tag
+		// exists; the heads are read again after the tags (publish).
+		now, cerr := captureShape(ctx, s, reg, name)
 		if cerr != nil {
 			return cerr
 		}
-		if diff := sameSource(src, now); diff != "" {
+		if diff := sameShape(src, now); diff != "" {
 			retry = true
 			return errorf("create", name, ErrSourceChanged, "%s", diff)
 		}
@@ -586,7 +581,7 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 	if tagErr != nil {
 		if errors.Is(tagErr, core.ErrNotFound) {
 			rollback()
-			return nil, false, refusal("create", tables[failed].Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", tables[failed].Version), tagErr)
+			return nil, true, refusal("create", tables[failed].Path, ErrSourceChanged, fmt.Sprintf("version %d vanished before it was tagged; nothing was published", tables[failed].Version), tagErr)
 		}
 		return nil, false, tagErr // leave the sidecar: reconcile rolls back
 	}
@@ -594,21 +589,22 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 		return nil, false, err
 	}
 	failpoint.Hit(FPCreateAfterTags)
-	// Verify that each tagged version is still the commit captured (a
-	// table recreated at its path between capture and tagging has the same
-	// version numbers and other commits: refuse), side by side. The tags
-	// hold what their conditional writes proved (ensureTableTag,
-	// ensureRegistryTag).
-	verifyErr := fanout.Each(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) error {
-		return verifyTableTag(ctx, s, tables[i], branch)
-	})
-	if verifyErr != nil {
-		var changed *sourceChanged
-		if errors.As(verifyErr, &changed) {
-			rollback()
-			return nil, false, changed.err
-		}
-		return nil, false, verifyErr
+	// Verify by reading every head again, now that the tags hold the
+	// captured versions: the same heads as at capture make a moment in
+	// between at which all of them were the heads together (the table set
+	// was the same at revalidation, in that span), and prove each tagged
+	// version is still the commit captured (a table recreated at its path
+	// has the same version numbers and other commits). A head that is the
+	// same object as at capture (key, size, version token) is not read
+	// again; any other is, and its commit compared. Any difference rolls
+	// the tags back and starts over.
+	again, err := captureTables(ctx, s, src.snap, src.paths, branch, src.tables)
+	if err != nil {
+		return nil, false, err // tags and sidecar stay: reconcile rolls back
+	}
+	if diff := sameTables(src.tables, again); diff != "" {
+		rollback()
+		return nil, true, errorf("create", name, ErrSourceChanged, "%s; nothing was published", diff)
 	}
 	failpoint.Hit(FPCreateAfterVerify)
 	if err := h.Verify(ctx); err != nil {

@@ -213,27 +213,115 @@ func TestReconcileConflictFailsClosed(t *testing.T) {
 }
 
 // TestCreateABA: the table is deleted and recreated at the same path and
-// versions between capture and tagging: create refuses and leaves nothing.
+// versions between capture and tagging. The heads read again after the
+// tags find another commit at the tagged version: create rolls its tags
+// back and starts over, and the next attempt pins the recreated table.
+// Recreated before every attempt, create gives up with ErrSourceChanged
+// and leaves nothing.
 func TestCreateABA(t *testing.T) {
-	s, _, dir := localStore(t, "v2-appends")
-	testHookBeforeTags = func() {
-		testHookBeforeTags = nil
+	recreate := func(dir, fixture string) {
 		tbl := filepath.Join(dir, "v2-appends.lance")
 		os.RemoveAll(tbl)
-		if err := os.CopyFS(tbl, os.DirFS(filepath.Join(fixtures, "v2-appends-again.lance"))); err != nil {
+		if err := os.CopyFS(tbl, os.DirFS(filepath.Join(fixtures, fixture+".lance"))); err != nil {
+			panic(err)
+		}
+	}
+	t.Run("once", func(t *testing.T) {
+		s, _, dir := localStore(t, "v2-appends")
+		testHookBeforeTags = func() {
+			testHookBeforeTags = nil
+			recreate(dir, "v2-appends-again")
+		}
+		defer func() { testHookBeforeTags = nil }()
+		c, err := Create(bg, s, "a", "")
+		if err != nil || c.Attempts != 2 {
+			t.Fatalf("ABA once: %+v %v", c, err)
+		}
+		if again := headRef(t, s, "v2-appends.lance"); c.Tables[0].PhysicalRef != again {
+			t.Fatalf("pinned %s, the recreated table's commit is %s", c.Tables[0].PhysicalRef, again)
+		}
+		if tags := pinTags(t, s, "v2-appends.lance"); len(tags) != 1 {
+			t.Fatalf("the first attempt's tag was not rolled back: %v", tags)
+		}
+		if tags := pinTags(t, s, registry.RegistryPath); len(tags) != 1 {
+			t.Fatalf("the first attempt's registry pin was not rolled back: %v", tags)
+		}
+		noSidecars(t, s)
+	})
+	t.Run("every attempt", func(t *testing.T) {
+		s, _, dir := localStore(t, "v2-appends")
+		n := 0
+		testHookBeforeTags = func() {
+			n++
+			recreate(dir, []string{"v2-appends", "v2-appends-again"}[n%2])
+		}
+		defer func() { testHookBeforeTags = nil }()
+		_, err := Create(bg, s, "a", "")
+		if !errors.Is(err, ErrSourceChanged) || n != 3 {
+			t.Fatalf("ABA on every attempt (%d): %v", n, err)
+		}
+		v, _ := head(t, s)
+		if v != 0 || len(pinTags(t, s, "v2-appends.lance")) != 0 || len(pinTags(t, s, registry.RegistryPath)) != 0 {
+			t.Fatalf("left behind: head %d", v)
+		}
+		noSidecars(t, s)
+	})
+}
+
+// TestCreateHeadMovedStartsOver: a table commits between capture and
+// tagging. The heads read after the tags differ from the capture's, so
+// there was no moment at which the captured heads were all the heads:
+// create rolls its tags back and starts over, and the second attempt
+// pins the new head.
+func TestCreateHeadMovedStartsOver(t *testing.T) {
+	s, _, dir := localStore(t, "v2-appends")
+	ds, err := lance.Open(s, "v2-appends.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest, err := ds.Latest(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hold the newest commit back until after capture.
+	file := filepath.Join(dir, filepath.FromSlash(latest.Info.Key))
+	aside := filepath.Join(t.TempDir(), "next.manifest")
+	if err := os.Rename(file, aside); err != nil {
+		t.Fatal(err)
+	}
+	testHookBeforeTags = func() {
+		testHookBeforeTags = nil
+		if err := os.Rename(aside, file); err != nil {
 			panic(err)
 		}
 	}
 	defer func() { testHookBeforeTags = nil }()
-	_, err := Create(bg, s, "a", "")
-	if !errors.Is(err, ErrSourceChanged) {
-		t.Fatalf("ABA: %v", err)
+	c, err := Create(bg, s, "a", "")
+	if err != nil || c.Attempts != 2 || c.Tables[0].Version != latest.N {
+		t.Fatalf("a head that moved before the tags: %+v %v (want version %d on attempt 2)", c, err, latest.N)
 	}
-	v, _ := head(t, s)
-	if v != 0 || len(pinTags(t, s, "v2-appends.lance")) != 0 || len(pinTags(t, s, registry.RegistryPath)) != 0 {
-		t.Fatalf("left behind: head %d", v)
+	if tags := pinTags(t, s, "v2-appends.lance"); len(tags) != 1 {
+		t.Fatalf("the first attempt's tag was not rolled back: %v", tags)
 	}
 	noSidecars(t, s)
+}
+
+// headRef is the physical ref of the head of the table at path.
+func headRef(t testing.TB, s *core.Store, path string) string {
+	t.Helper()
+	ds, err := lance.Open(s, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := ds.Latest(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ds.PhysRef(bg, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.String()
 }
 
 func TestCheckUserTag(t *testing.T) {

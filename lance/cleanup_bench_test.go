@@ -34,6 +34,12 @@ import (
 // The dataset is built once (about a minute) into .tools/ and reused.
 // retain runs in a child process (the test binary, TestCleanupBenchChild)
 // so its peak RSS (VmHWM) is its own, not the benchmark's or Node's.
+//
+// RETAIN_CLEANUP_BENCH_PLUGIN=1 runs retain's side through the plugin
+// boundary instead; =both runs it both ways in every iteration, on
+// identical copies and in alternating order, and reports the ratio of
+// the two: a machine whose speed drifts between invocations (a shared
+// one does, by ±15 %) moves both sides of it alike.
 
 const benchVersions = 1000
 
@@ -95,37 +101,41 @@ type benchChildReport struct {
 
 func BenchmarkCleanup1000Versions(b *testing.B) {
 	src := benchCleanupDataset(b)
+	mode := os.Getenv("RETAIN_CLEANUP_BENCH_PLUGIN")
+	paired := mode == "both"
 	// Sums over iterations, reported as means.
 	var retainMs, planMs, lanceMs, reqs, hwm, heap, liveHeap, lanceRSS float64
+	var pluginMs, pluginPlanMs float64
 	var manifestBytes, txnBytes, removedBytes float64
 	iters := 0
 	for b.Loop() {
 		b.StopTimer()
 		tmp := b.TempDir()
 		retainDir, lanceDir := filepath.Join(tmp, "retain"), filepath.Join(tmp, "lance")
+		pluginDir := filepath.Join(tmp, "retain-plugin")
 		copyTree(b, filepath.Join(src, "db"), filepath.Join(retainDir, "db"))
 		copyTree(b, filepath.Join(src, "db"), filepath.Join(lanceDir, "db"))
+		if paired {
+			copyTree(b, filepath.Join(src, "db"), filepath.Join(pluginDir, "db"))
+		}
 		// Flush the copies: else retain's durable deletes (directory
 		// fsyncs) wait for the copy's writeback, which Lance's unlinks
 		// never do, and a faster plan only moves that wait into execute.
 		syscall.Sync()
 		b.StartTimer()
 
-		// retain, in a child process.
-		cmd := testkit.Child("TestCleanupBenchChild", []string{"RETAIN_CLEANUP_BENCH_DIR=" + retainDir})
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("child: %v\n%s\n%s", err, out.String(), errb.String())
-		}
-		var rep benchChildReport
-		_, js, ok := strings.Cut(out.String(), "BENCH ")
-		if !ok {
-			b.Fatalf("child printed no report:\n%s", out.String())
-		}
-		js, _, _ = strings.Cut(js, "\n")
-		if err := json.Unmarshal([]byte(js), &rep); err != nil {
-			b.Fatal(err)
+		// retain, in a child process; paired, both ways, the first of them
+		// alternating.
+		var rep, prep benchChildReport
+		switch {
+		case !paired:
+			rep = runCleanupBenchChild(b, retainDir, mode != "")
+		case iters%2 == 0:
+			rep = runCleanupBenchChild(b, retainDir, false)
+			prep = runCleanupBenchChild(b, pluginDir, true)
+		default:
+			prep = runCleanupBenchChild(b, pluginDir, true)
+			rep = runCleanupBenchChild(b, retainDir, false)
 		}
 
 		// Lance's own cleanup on the identical copy.
@@ -146,23 +156,32 @@ func BenchmarkCleanup1000Versions(b *testing.B) {
 		b.StopTimer()
 
 		// Identical copies end identical: the same files removed.
-		ra, la := treeStat(b, filepath.Join(retainDir, "db", "t.lance")), treeStat(b, filepath.Join(lanceDir, "db", "t.lance"))
-		var onlyR, onlyL []string
-		for k := range ra {
-			if _, ok := la[k]; !ok && !isHint(k) {
-				onlyR = append(onlyR, k)
-			}
+		la := treeStat(b, filepath.Join(lanceDir, "db", "t.lance"))
+		dirs := []string{retainDir}
+		if paired {
+			dirs = append(dirs, pluginDir)
 		}
-		for k := range la {
-			if _, ok := ra[k]; !ok && !isHint(k) {
-				onlyL = append(onlyL, k)
+		for _, dir := range dirs {
+			ra := treeStat(b, filepath.Join(dir, "db", "t.lance"))
+			var onlyR, onlyL []string
+			for k := range ra {
+				if _, ok := la[k]; !ok && !isHint(k) {
+					onlyR = append(onlyR, k)
+				}
 			}
-		}
-		if len(onlyR)+len(onlyL) > 0 || lance.After != lance.Before {
-			b.Errorf("after the cleanups: %d files only in retain's copy (%.3v), %d only in Lance's (%.3v); Lance's optimize v%d→v%d",
-				len(onlyR), onlyR, len(onlyL), onlyL, lance.Before, lance.After)
+			for k := range la {
+				if _, ok := ra[k]; !ok && !isHint(k) {
+					onlyL = append(onlyL, k)
+				}
+			}
+			if len(onlyR)+len(onlyL) > 0 || lance.After != lance.Before {
+				b.Errorf("after the cleanups: %d files only in retain's copy %s (%.3v), %d only in Lance's (%.3v); Lance's optimize v%d→v%d",
+					len(onlyR), filepath.Base(dir), onlyR, len(onlyL), onlyL, lance.Before, lance.After)
+			}
 		}
 		iters++
+		pluginMs += prep.PlanMs + prep.ExecMs
+		pluginPlanMs += prep.PlanMs
 		retainMs += rep.PlanMs + rep.ExecMs
 		planMs += rep.PlanMs
 		lanceMs += lance.Ms
@@ -197,6 +216,38 @@ func BenchmarkCleanup1000Versions(b *testing.B) {
 	b.ReportMetric(heap/n, "retain-peak-heap-MiB")
 	b.ReportMetric(liveHeap/n, "retain-peak-live-heap-MiB")
 	b.ReportMetric(lanceRSS/n, "lance-node-peak-RSS-MiB")
+	if paired {
+		b.ReportMetric(pluginMs/n, "plugin-ms")
+		b.ReportMetric(pluginPlanMs/n, "plugin-plan-ms")
+		b.ReportMetric(pluginMs/retainMs, "plugin/inprocess")
+	}
+}
+
+// runCleanupBenchChild cleans the copy under dir with retain in a child
+// process (TestCleanupBenchChild), through the plugin boundary or in
+// process, and returns its report.
+func runCleanupBenchChild(b *testing.B, dir string, plugin bool) benchChildReport {
+	b.Helper()
+	through := ""
+	if plugin {
+		through = "1"
+	}
+	cmd := testkit.Child("TestCleanupBenchChild", []string{"RETAIN_CLEANUP_BENCH_DIR=" + dir, "RETAIN_CLEANUP_BENCH_CHILD_PLUGIN=" + through})
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("child: %v\n%s\n%s", err, out.String(), errb.String())
+	}
+	var rep benchChildReport
+	_, js, ok := strings.Cut(out.String(), "BENCH ")
+	if !ok {
+		b.Fatalf("child printed no report:\n%s", out.String())
+	}
+	js, _, _ = strings.Cut(js, "\n")
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		b.Fatal(err)
+	}
+	return rep
 }
 
 // TestCleanupBenchChild is the benchmark's retain side, run in a child
@@ -239,7 +290,7 @@ func TestCleanupBenchChild(t *testing.T) {
 	// life to file.plugin.
 	prof := os.Getenv("RETAIN_CLEANUP_BENCH_CPUPROFILE")
 	var drv core.Driver
-	if os.Getenv("RETAIN_CLEANUP_BENCH_PLUGIN") != "" {
+	if os.Getenv("RETAIN_CLEANUP_BENCH_CHILD_PLUGIN") != "" {
 		if prof != "" {
 			t.Setenv(adapterbench.EnvPluginCPUProfile, prof+".plugin")
 		}

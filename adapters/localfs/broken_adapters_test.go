@@ -3,9 +3,11 @@
 package localfs
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,19 +22,37 @@ import (
 type brokenKind int
 
 const (
-	checkThenPut   brokenKind = iota // create-if-absent as stat, then overwrite
-	ignoreVersion                    // replace-if-version writes whatever the version
-	plainDelete                      // delete-if-version deletes whatever the version
-	nativeButPlain                   // declares create-if-absent native, writes plainly
-	wrongKinds                       // reports not found as unknown
+	checkThenPut       brokenKind = iota // create-if-absent as stat, then overwrite
+	ignoreVersion                        // replace-if-version writes whatever the version
+	plainDelete                          // delete-if-version deletes whatever the version
+	nativeButPlain                       // declares create-if-absent native, writes plainly
+	wrongKinds                           // reports not found as unknown
+	listVersionLies                      // lists another version token than Stat and Get report
+	startAfterSeeks                      // a StartAfter that is no key lists from the start
+	replaceSkipsSame                     // a replace-if-version of the stored bytes writes nothing, keeps the version
+	createInParts                        // create-if-absent writes the final name in two parts
+	statThenDelete                       // delete-if-version as stat, compare, plain delete
+	smallBatch                           // declares localfs's delete batch, refuses batches over 100 keys
+	readOnlyWrites                       // opened read-only, declares it but writes
+	readOnlyOpenProbes                   // opened read-only, writes a probe object at open
+	listCached                           // serves a listing from a per-process cache for 200 ms
 )
 
 var brokenNames = map[brokenKind]string{
-	checkThenPut:   "broken-check-then-put",
-	ignoreVersion:  "broken-ignore-version",
-	plainDelete:    "broken-plain-delete",
-	nativeButPlain: "broken-native-but-plain",
-	wrongKinds:     "broken-wrong-kinds",
+	checkThenPut:       "broken-check-then-put",
+	ignoreVersion:      "broken-ignore-version",
+	plainDelete:        "broken-plain-delete",
+	nativeButPlain:     "broken-native-but-plain",
+	wrongKinds:         "broken-wrong-kinds",
+	listVersionLies:    "broken-list-version",
+	startAfterSeeks:    "broken-start-after-seeks",
+	replaceSkipsSame:   "broken-replace-skips-same-bytes",
+	createInParts:      "broken-create-in-parts",
+	statThenDelete:     "broken-stat-then-delete",
+	smallBatch:         "broken-small-delete-batch",
+	readOnlyWrites:     "broken-read-only-writes",
+	readOnlyOpenProbes: "broken-read-only-open-probes",
+	listCached:         "broken-list-cached",
 }
 
 func brokenAdapters() []core.Adapter {
@@ -40,11 +60,30 @@ func brokenAdapters() []core.Adapter {
 	for k, name := range brokenNames {
 		out = append(out, core.Adapter{Name: name, Schemes: []string{"file"},
 			Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+				asked := loc.ReadOnly
+				switch {
+				case k == readOnlyWrites && loc.ReadOnly:
+					rw := loc
+					rw.ReadOnly = false
+					loc = rw // writes go through; Capabilities still says read-only
+				case k == readOnlyOpenProbes && loc.ReadOnly:
+					rw := loc
+					rw.ReadOnly = false
+					d, err := Adapter.Open(ctx, rw)
+					if err != nil {
+						return nil, err
+					}
+					_, err = d.Put(ctx, ".retain-probe", strings.NewReader("probe"), core.PutOptions{})
+					d.Close()
+					if err != nil {
+						return nil, err
+					}
+				}
 				d, err := Adapter.Open(ctx, loc)
 				if err != nil {
 					return nil, err
 				}
-				return &broken{Driver: d, kind: k}, nil
+				return &broken{Driver: d, kind: k, readOnly: asked}, nil
 			}})
 	}
 	return out
@@ -52,11 +91,42 @@ func brokenAdapters() []core.Adapter {
 
 type broken struct {
 	core.Driver
-	kind brokenKind
+	kind     brokenKind
+	readOnly bool // opened with Location.ReadOnly
+	mu       sync.Mutex
+	cache    map[core.ListOptions]cachedPage // listCached
+}
+
+type cachedPage struct {
+	page core.ListPage
+	at   time.Time
 }
 
 func (b *broken) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
 	switch {
+	case b.kind == replaceSkipsSame && opts.Mode == core.PutReplaceIfVersion:
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return core.Info{}, err
+		}
+		if r, err := b.Driver.Get(ctx, key); err == nil {
+			cur, _ := io.ReadAll(r)
+			r.Close()
+			if r.Info.Version == opts.IfVersion && bytes.Equal(cur, data) {
+				return r.Info, nil // "nothing to write"
+			}
+		}
+		return b.Driver.Put(ctx, key, bytes.NewReader(data), opts)
+	case b.kind == createInParts && opts.Mode == core.PutCreateIfAbsent:
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return core.Info{}, err
+		}
+		if _, err := b.Driver.Put(ctx, key, bytes.NewReader(data[:len(data)/2]), opts); err != nil {
+			return core.Info{}, err
+		}
+		time.Sleep(2 * time.Millisecond) // the second part's round trip
+		return b.Driver.Put(ctx, key, bytes.NewReader(data), core.PutOptions{})
 	case b.kind == checkThenPut && opts.Mode == core.PutCreateIfAbsent:
 		if _, err := b.Driver.Stat(ctx, key); err == nil {
 			return core.Info{}, core.Errorf("put", key, core.ErrAlreadyExists, "exists")
@@ -78,7 +148,25 @@ func (b *broken) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	if b.kind == plainDelete && opts.IfVersion != "" {
 		return b.Driver.Delete(ctx, key, core.DeleteOptions{})
 	}
+	if b.kind == statThenDelete && opts.IfVersion != "" {
+		st, err := b.Driver.Stat(ctx, key)
+		if err != nil {
+			return err
+		}
+		if st.Version != opts.IfVersion {
+			return core.Errorf("delete", key, core.ErrPreconditionFailed, "version %s, not %s", st.Version, opts.IfVersion)
+		}
+		time.Sleep(time.Millisecond) // the latency of a real round trip
+		return b.Driver.Delete(ctx, key, core.DeleteOptions{})
+	}
 	return b.Driver.Delete(ctx, key, opts)
+}
+
+func (b *broken) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+	if b.kind == smallBatch && len(keys) > 100 {
+		return nil, core.Errorf("delete-many", "", core.ErrLimitExceeded, "%d keys: at most 100 in one call", len(keys))
+	}
+	return b.Driver.DeleteMany(ctx, keys)
 }
 
 func (b *broken) Stat(ctx context.Context, key string) (core.Info, error) {
@@ -89,10 +177,46 @@ func (b *broken) Stat(ctx context.Context, key string) (core.Info, error) {
 	return i, err
 }
 
+func (b *broken) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+	if b.kind == startAfterSeeks && opts.StartAfter != "" {
+		if _, err := b.Driver.Stat(ctx, opts.StartAfter); core.KindOf(err) == core.ErrNotFound {
+			opts.StartAfter = "" // "the marker is gone: start over"
+		}
+	}
+	if b.kind == listCached {
+		b.mu.Lock()
+		c, ok := b.cache[opts]
+		b.mu.Unlock()
+		if ok && time.Since(c.at) < 200*time.Millisecond {
+			return c.page, nil // "listings are eventually consistent anyway"
+		}
+	}
+	page, err := b.Driver.List(ctx, opts)
+	if b.kind == listCached && err == nil {
+		b.mu.Lock()
+		if b.cache == nil {
+			b.cache = map[core.ListOptions]cachedPage{}
+		}
+		b.cache[opts] = cachedPage{page, time.Now()}
+		b.mu.Unlock()
+	}
+	if b.kind == listVersionLies {
+		for i := range page.Objects {
+			page.Objects[i].Version = "listed-" + page.Objects[i].Version
+		}
+	}
+	return page, err
+}
+
 func (b *broken) Capabilities(ctx context.Context) (core.Capabilities, error) {
 	c, err := b.Driver.Capabilities(ctx)
 	if b.kind == nativeButPlain {
 		c.CreateIfAbsent = core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal}
+	}
+	if b.kind == readOnlyWrites && b.readOnly {
+		c.ReadOnly, c.Gates = true, nil
+		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		c.CreateIfAbsent, c.ReplaceIfVersion, c.DeleteIfVersion = none, none, none
 	}
 	return c, err
 }
@@ -105,9 +229,18 @@ func TestSuiteCatchesBrokenAdapters(t *testing.T) {
 	}{
 		{checkThenPut, "create-if-absent-race|linearizability", []string{"create-if-absent-race"}},
 		{ignoreVersion, "compare-and-swap|capability-honesty", []string{"compare-and-swap", "capability-honesty"}},
-		{plainDelete, "^claim$|conditional-delete", []string{"claim", "conditional-delete"}},
+		{plainDelete, "^claim$|conditional-delete", []string{"claim", "conditional-delete", "conditional-delete-race"}},
 		{nativeButPlain, "capability-honesty", []string{"capability-honesty"}},
 		{wrongKinds, "^contract/", []string{"contract/Missing"}},
+		{listVersionLies, "^contract/ListAgreesWithStat$", []string{"contract/ListAgreesWithStat"}},
+		{startAfterSeeks, "^contract/ListStartAfterNotAKey$", []string{"contract/ListStartAfterNotAKey"}},
+		{replaceSkipsSame, "^contract/ReplaceSameBytes$", []string{"contract/ReplaceSameBytes"}},
+		{createInParts, "^contract/CreateVisibility$", []string{"contract/CreateVisibility"}},
+		{statThenDelete, "conditional-delete-race|linearizability", []string{"conditional-delete-race", "linearizability"}},
+		{smallBatch, "declared-limits", []string{"declared-limits"}},
+		{readOnlyWrites, "read-only", []string{"read-only"}},
+		{readOnlyOpenProbes, "read-only", []string{"read-only"}},
+		{listCached, "list-after-write", []string{"list-after-write"}},
 	}
 	for _, c := range cases {
 		name := brokenNames[c.kind]

@@ -15,12 +15,23 @@ import (
 // see TestMain), 4 processes x 200 rounds, against each emulator.
 
 func confConfig(e *emulator.S3, store string, t *testing.T) conformance.Config {
-	return conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter}, Store: store,
+	cfg := conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter}, Store: store,
 		Backend: e.Name, ReportDir: t.TempDir()}
+	if strings.HasPrefix(e.Name, "versitygw") {
+		cfg.Skip = map[string]string{"conditional-delete-race": versitygwDeleteRace}
+	}
+	return cfg
 }
 
+// versitygwDeleteRace is why conditional-delete-race does not run on
+// versitygw: the adapter sends If-Match with DeleteObject and the endpoint
+// compares it, but versitygw's posix backend compares and then deletes, so
+// a write between the two is deleted (the case found it: "a delete with a
+// stale version removed the newer write", 1 round in 40 to 200).
+const versitygwDeleteRace = "versitygw v1.8.0 compares DeleteObject's If-Match and then deletes: a write between the two is deleted by a stale conditional delete (found by this case; S3 compares atomically)"
+
 // versitygw honours all three conditional requests: auto declares them all
-// native and every case runs.
+// native and every case runs but conditional-delete-race (above).
 func TestConformanceVersitygw(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "retain-conf")

@@ -100,6 +100,7 @@ With no --store a bundled file adapter runs in a fresh temporary directory.`,
 	f.IntVar(&cfg.Rounds, "rounds", 200, "rounds of the create-if-absent race")
 	f.DurationVar(&cfg.Timeout, "timeout", 15*time.Minute, "bound on the whole run")
 	f.StringVar(&cfg.Run, "run", "", "only cases matching this regular expression")
+	f.StringToStringVar(&cfg.Skip, "skip", nil, "a case not to run, as NAME=REASON (repeatable): for a backend known to break that promise; the report gives the reason")
 	f.StringVar(&jsonPath, "json", "", "write the report as JSON to this file")
 	f.StringVar(&junitPath, "junit", "", "write the report as JUnit XML to this file")
 	f.StringVar(&cfg.ReportDir, "report-dir", "", "where artefacts such as linearizability visualisations go (default: next to --json/--junit, else .)")

@@ -43,6 +43,9 @@ type Config struct {
 	Timeout time.Duration `json:"timeout"`
 	// Run selects cases by regular expression on their names.
 	Run string `json:"run,omitempty"`
+	// Skip names cases not to run, each with the reason the report gives
+	// (a backend known to break the promise: say which, and since when).
+	Skip map[string]string `json:"skip,omitempty"`
 	// InProcess opens the adapter inside each process instead of as a
 	// plugin: for testing an adapter package without the boundary.
 	InProcess bool `json:"in_process,omitempty"`
@@ -103,6 +106,18 @@ func (c *Config) validate() (core.Location, *regexp.Regexp, error) {
 		var err error
 		if re, err = regexp.Compile(c.Run); err != nil {
 			return bad("--run %q: %v", c.Run, err)
+		}
+	}
+	for name, why := range c.Skip {
+		known := false
+		for _, k := range Cases() {
+			known = known || k.Name == name
+		}
+		if !known {
+			return bad("--skip %s: no case has that name (`conformance run` lists them)", name)
+		}
+		if strings.TrimSpace(why) == "" {
+			return bad("--skip %s: give the reason, as %s=REASON: the report shows it", name, name)
 		}
 	}
 	var schemes []string

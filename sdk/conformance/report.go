@@ -53,6 +53,9 @@ type Report struct {
 	Duration      time.Duration      `json:"duration_ns"`
 	Cases         []CaseResult       `json:"cases"`
 	Artifacts     []string           `json:"artifacts,omitempty"`
+	// Unchecked names the promises (Promises) none of whose cases ran: a
+	// run filtered with --run, or cases skipped.
+	Unchecked []string `json:"unchecked,omitempty"`
 }
 
 // Failed reports whether any case failed.
@@ -126,6 +129,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Result)), p50, p99, reason)
 	}
 	tw.Flush()
+	if len(r.Unchecked) > 0 {
+		fmt.Fprintf(w, "\nnot checked by this run: %s\n", strings.Join(r.Unchecked, ", "))
+	}
 	p, f, s := r.Counts()
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(w, "artifact: %s\n", a)

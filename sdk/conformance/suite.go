@@ -88,8 +88,12 @@ func Cases() []Case {
 		Case{Name: "create-if-absent-race", Op: "create", Run: caseCreateRace},
 		Case{Name: "compare-and-swap", Op: "replace", Run: caseCompareAndSwap},
 		Case{Name: "conditional-delete", Run: caseConditionalDelete},
+		Case{Name: "conditional-delete-race", Op: "delete", Run: caseConditionalDeleteRace},
+		Case{Name: "list-after-write", Run: caseListAfterWrite},
 		Case{Name: "claim", Op: "release", Run: caseClaim},
 		Case{Name: "capability-honesty", Run: caseHonesty},
+		Case{Name: "declared-limits", Run: caseDeclaredLimits},
+		Case{Name: "read-only", Run: caseReadOnly},
 		Case{Name: "gates", Run: caseGates},
 		Case{Name: "linearizability", Run: caseLinearizability},
 		Case{Name: "hygiene", Run: caseHygiene},
@@ -210,6 +214,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if re != nil && !re.MatchString(c.Name) {
 			continue
 		}
+		if why, ok := cfg.Skip[c.Name]; ok {
+			rep.Cases = append(rep.Cases, CaseResult{Name: c.Name, Result: Skip, Reason: skippedBy(why)})
+			continue
+		}
 		cstart := time.Now()
 		ct := &caseT{}
 		var e *Env
@@ -236,8 +244,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Artifacts = s.artifacts
 	rep.Duration = time.Since(start)
+	ran := map[string]bool{}
+	for _, c := range rep.Cases {
+		ran[c.Name] = c.Result != Skip
+	}
+	rep.Unchecked = unchecked(ran)
 	return rep, nil
 }
+
+func skippedBy(why string) string { return "skipped by the configuration: " + why }
 
 func timeoutOf(cfg Config) time.Duration {
 	if cfg.Timeout > 0 {
@@ -262,6 +277,9 @@ func RunTests(t *testing.T, cfg Config) {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
+			if why, ok := cfg.Skip[c.Name]; ok {
+				t.Skip(skippedBy(why))
+			}
 			e, err := s.env(ctx, c)
 			if err != nil {
 				t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -71,7 +72,7 @@ type request struct {
 // histOp is one operation as a worker saw it, for the linearizability check.
 type histOp struct {
 	Client  int    `json:"client"`
-	Kind    string `json:"kind"` // create, read, cas
+	Kind    string `json:"kind"` // create, read, cas, put, cdelete
 	Key     string `json:"key"`
 	Call    int64  `json:"call"`
 	Ret     int64  `json:"ret"`
@@ -194,6 +195,46 @@ func (w *workerState) do(ctx context.Context, req request) response {
 		op.Ret = now()
 		op.OK, op.ErrKind, op.Version = err == nil, kindName(err), info.Version
 		r := response{OK: err == nil, ErrKind: kindName(err), Version: info.Version, History: []histOp{op}}
+		if err != nil {
+			r.Err = err.Error()
+		}
+		return r
+	case "put":
+		// A write that fails is tried again, up to N times in all: its
+		// outcome is unknown, so the caller leaves the round out of the
+		// history (Retries says so) and checks only what survived.
+		var r response
+		for attempt := 0; attempt < max(1, req.N); attempt++ {
+			op := histOp{Client: w.id, Kind: "put", Key: req.Key, Value: req.Body, Call: now()}
+			info, err := s.PutBytes(ctx, req.Key, []byte(req.Body), core.PutOptions{})
+			op.Ret = now()
+			op.OK, op.ErrKind, op.Version = err == nil, kindName(err), info.Version
+			first := r.Err
+			r = response{OK: err == nil, ErrKind: kindName(err), Version: info.Version, History: []histOp{op}, Retries: attempt, Err: first}
+			if err == nil {
+				break
+			}
+			if first == "" {
+				r.Err = err.Error()
+			}
+		}
+		return r
+	case "list":
+		objs, err := s.List(ctx, req.Key, 0)
+		if err != nil {
+			return fail(err)
+		}
+		entries := make([]string, len(objs))
+		for i, o := range objs {
+			entries[i] = o.Key + "@" + o.Version
+		}
+		return response{OK: true, Body: strings.Join(entries, ",")}
+	case "cdelete":
+		op := histOp{Client: w.id, Kind: "cdelete", Key: req.Key, Expect: req.Version, Call: now()}
+		err := s.Delete(ctx, req.Key, core.DeleteOptions{IfVersion: req.Version})
+		op.Ret = now()
+		op.OK, op.ErrKind = err == nil, kindName(err)
+		r := response{OK: err == nil, ErrKind: kindName(err), History: []histOp{op}}
 		if err != nil {
 			r.Err = err.Error()
 		}

@@ -12,7 +12,7 @@ import (
 
 // The conformance suite through the plugin boundary (this test binary
 // serves the adapter as a plugin of itself and runs the worker processes,
-// see TestMain), 4 processes x 200 rounds, against each emulator.
+// see TestMain), 4 processes x the default rounds, against each emulator.
 
 func confConfig(e *emulator.S3, store string, t *testing.T) conformance.Config {
 	cfg := conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter}, Store: store,

@@ -17,8 +17,12 @@ var matrixColumns = []struct{ head, cas string }{
 	{"create race", "create-if-absent-race"},
 	{"CAS counter", "compare-and-swap"},
 	{"cond. delete", "conditional-delete"},
+	{"delete race", "conditional-delete-race"},
+	{"list after write", "list-after-write"},
 	{"claim", "claim"},
 	{"honesty", "capability-honesty"},
+	{"limits", "declared-limits"},
+	{"read-only", "read-only"},
 	{"linearizable", "linearizability"},
 }
 

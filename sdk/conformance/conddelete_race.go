@@ -30,8 +30,15 @@ func caseConditionalDeleteRace(t T, e *Env) {
 	keep := func() {
 		e.s.histories = append(e.s.histories, history{name: "conditional-delete-race", model: "register", ops: hist})
 	}
+	// Each of the P−1 deleters deletes twice in a row; the first delete of
+	// a round to land may succeed (the write undoes it), the other
+	// 2(P−1)−1 must be refused. Enough rounds that they number what Rounds
+	// gives the create race, R·(P−1).
+	const perDeleter = 2
+	mustRefuse := perDeleter*(len(p.workers)-1) - 1
+	rounds := max(1, (e.Config.Rounds*(len(p.workers)-1)+mustRefuse-1)/mustRefuse)
 	deletes, retried := 0, 0
-	for round := range e.Config.Rounds {
+	for round := range rounds {
 		key := fmt.Sprintf("cdr/%04d", round)
 		writer := round % len(p.workers)
 		call := time.Now().UnixNano()
@@ -41,7 +48,7 @@ func caseConditionalDeleteRace(t T, e *Env) {
 		reqs := make([]request, len(p.workers))
 		body := fmt.Sprintf("written-by-%d-in-round-%d", writer, round)
 		for i := range reqs {
-			reqs[i] = request{Op: "cdelete", Prefix: e.Prefix, Key: key, Version: v0.Version, At: at}
+			reqs[i] = request{Op: "cdelete", Prefix: e.Prefix, Key: key, Version: v0.Version, N: perDeleter, At: at}
 		}
 		// The write is tried up to 3 times: a write that fails has an
 		// unknown outcome, so such a round is left out of the history and
@@ -67,13 +74,17 @@ func caseConditionalDeleteRace(t T, e *Env) {
 					e.Latency.Add(time.Duration(h.Ret - h.Call))
 				}
 			}
-			switch {
-			case i == writer:
-			case r.OK:
-				deletes++
-			case r.ErrKind != core.ErrPreconditionFailed.String() && r.ErrKind != core.ErrNotFound.String():
-				keep()
-				t.Fatalf("round %d: worker %d's stale delete answered %q (%s), want ok, precondition failed or not found", round, i, r.ErrKind, r.Err)
+			if i == writer {
+				continue
+			}
+			for _, h := range r.History {
+				switch {
+				case h.OK:
+					deletes++
+				case h.ErrKind != core.ErrPreconditionFailed.String() && h.ErrKind != core.ErrNotFound.String():
+					keep()
+					t.Fatalf("round %d: worker %d's stale delete answered %q (%s), want ok, precondition failed or not found", round, i, h.ErrKind, r.Err)
+				}
 			}
 		}
 		call = time.Now().UnixNano()
@@ -89,5 +100,5 @@ func caseConditionalDeleteRace(t T, e *Env) {
 		}
 	}
 	keep()
-	t.Logf("%d rounds, %d stale deletes landed before the write (and were undone by it), the rest refused or found nothing; %d rounds whose write was tried again left out of the history", e.Config.Rounds, deletes, retried)
+	t.Logf("%d rounds, %d stale deletes landed before the write (and were undone by it), the rest refused or found nothing; %d rounds whose write was tried again left out of the history", rounds, deletes, retried)
 }

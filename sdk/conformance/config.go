@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -37,7 +38,9 @@ type Config struct {
 	// Processes is how many OS processes race in the cross-process cases
 	// (default 4), each with its own plugin instance.
 	Processes int `json:"processes"`
-	// Rounds is how many rounds the race cases run (default 200).
+	// Rounds is how many rounds the race cases run. The default is what
+	// catches an adapter that breaks 1 operation in 500 with 99 %
+	// probability: PowerRounds(Processes), 767 with 4 processes.
 	Rounds int `json:"rounds"`
 	// Timeout bounds the whole run (default 15m).
 	Timeout time.Duration `json:"timeout"`
@@ -66,7 +69,7 @@ func (c *Config) setDefaults() {
 		c.Processes = 4
 	}
 	if c.Rounds == 0 {
-		c.Rounds = 200
+		c.Rounds = PowerRounds(c.Processes)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 15 * time.Minute
@@ -74,6 +77,24 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+}
+
+// Power is the suite's statistical power: an adapter that breaks one
+// racing operation in FailureRate is caught with at least Confidence
+// probability in one run.
+const (
+	FailureRate = 500
+	Confidence  = 0.99
+)
+
+// PowerRounds is the rounds the race cases need for Power with processes
+// racing: each round has processes−1 operations that must be refused (the
+// losers of a create, the stale deletes), and n of them catch a failure
+// rate of 1/FailureRate with probability 1−(1−1/FailureRate)^n, so n ≥
+// ln(1−Confidence)/ln(1−1/FailureRate) ≈ 2,300.
+func PowerRounds(processes int) int {
+	n := math.Log(1-Confidence) / math.Log(1-1.0/FailureRate)
+	return int(math.Ceil(n / float64(max(1, processes-1))))
 }
 
 // isPath says whether Adapter names a binary rather than one of Adapters.

@@ -9,13 +9,13 @@ import (
 
 // largestRoundTrip bounds the object the limits case writes: a declared
 // maximum above it is checked up to it, and the report says so.
-const largestRoundTrip = 64 << 20
+const largestRoundTrip = 16 << 20
 
 // caseDeclaredLimits: the limits an adapter declares are real. A batch
 // delete of exactly the declared batch is one call the driver accepts, and
 // one key more goes through the Store (which splits it); a page of the
 // declared page size is served, and a larger page size is clamped, not
-// refused; an object of the declared maximum size (up to 64 MiB) round
+// refused; an object of the declared maximum size (up to 16 MiB) round
 // trips. Retention sizes its batches and pages by these numbers, so a
 // declared limit the backend refuses fails every cleanup at scale.
 func caseDeclaredLimits(t T, e *Env) {

@@ -230,13 +230,18 @@ func (w *workerState) do(ctx context.Context, req request) response {
 		}
 		return response{OK: true, Body: strings.Join(entries, ",")}
 	case "cdelete":
-		op := histOp{Client: w.id, Kind: "cdelete", Key: req.Key, Expect: req.Version, Call: now()}
-		err := s.Delete(ctx, req.Key, core.DeleteOptions{IfVersion: req.Version})
-		op.Ret = now()
-		op.OK, op.ErrKind = err == nil, kindName(err)
-		r := response{OK: err == nil, ErrKind: kindName(err), History: []histOp{op}}
-		if err != nil {
-			r.Err = err.Error()
+		// N deletes one after another, all expecting Version: each is
+		// recorded; the caller judges them from the history.
+		r := response{OK: true}
+		for range max(1, req.N) {
+			op := histOp{Client: w.id, Kind: "cdelete", Key: req.Key, Expect: req.Version, Call: now()}
+			err := s.Delete(ctx, req.Key, core.DeleteOptions{IfVersion: req.Version})
+			op.Ret = now()
+			op.OK, op.ErrKind = err == nil, kindName(err)
+			r.History = append(r.History, op)
+			if err != nil && r.Err == "" {
+				r.Err = err.Error()
+			}
 		}
 		return r
 	case "incr":

@@ -47,7 +47,8 @@ type Options struct {
 	// order by core.Store.WithGates. None by default.
 	Gates []string
 	// Retries bounds how often create restarts after revalidation found a
-	// change, or lost the registry CAS; default 3.
+	// change, the heads read after the tags differed from the capture (or
+	// a tagged version vanished), or the registry CAS was lost; default 3.
 	Retries int
 }
 
@@ -566,15 +567,25 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 	failed := 0
 	if tagErr == nil {
 		failpoint.Hit(FPCreateMidTags)
+		// One write's failure does not cancel the others: a cancelled
+		// request may still land on the store after the rollback deleted
+		// its tag, leaving a pin no sidecar explains. Every outcome is
+		// known before the rollback runs.
 		errs := make([]error, len(tables))
 		tagErr = fanout.Each(ctx, s.Parallelism(), len(tables)-1, func(ctx context.Context, i int) error {
 			errs[i+1] = tagTable(ctx, i+1)
-			return errs[i+1]
+			return nil
 		})
+		failed = -1
 		for i, err := range errs {
-			if err != nil && !errors.Is(err, context.Canceled) {
-				failed = i // the lowest table whose own write failed
-				break
+			if err != nil && (failed < 0 || errors.Is(errs[failed], context.Canceled) && !errors.Is(err, context.Canceled)) {
+				failed, tagErr = i, err // the lowest table whose own write failed
+			}
+		}
+		if failed < 0 {
+			failed = 0
+			if tagErr == nil {
+				tagErr = ctx.Err()
 			}
 		}
 	}
@@ -599,6 +610,12 @@ func (o Options) publish(ctx context.Context, s *core.Store, reg *registry.Regis
 	// again; any other is, and its commit compared. Any difference rolls
 	// the tags back and starts over.
 	again, err := captureTables(ctx, s, src.snap, src.paths, branch, src.tables)
+	if errors.Is(err, ErrMissingTarget) {
+		// The branch went (a delete began, its file is gone) since it was
+		// captured: pins must not stay on it. Nothing was published.
+		rollback()
+		return nil, true, refusal("create", name, ErrSourceChanged, "a pinned branch changed while it was tagged; nothing was published", err)
+	}
 	if err != nil {
 		return nil, false, err // tags and sidecar stay: reconcile rolls back
 	}

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -110,4 +112,35 @@ func TestCreateEmptyStoreAndBadName(t *testing.T) {
 	if _, err := Create(bg, s, "ogcp_x", ""); !errors.Is(err, registry.ErrInvalidName) {
 		t.Fatalf("reserved: %v", err)
 	}
+}
+
+// TestCreateBranchGoneDuringTagsRollsBack: the branch's file goes (a
+// branch delete begins) after the branch was captured and revalidated,
+// while its pins are being written. The heads read after the tags find
+// the branch missing: create rolls its tags and sidecar back rather than
+// leave pins on a branch being deleted, and the next attempt refuses with
+// ErrMissingTarget.
+func TestCreateBranchGoneDuringTagsRollsBack(t *testing.T) {
+	s, _, dir := localStore(t, "branch-tag")
+	testHookBeforeTags = func() {
+		testHookBeforeTags = nil
+		if err := os.Remove(filepath.Join(dir, "branch-tag.lance", "_refs", "branches", "exp.json")); err != nil {
+			panic(err)
+		}
+	}
+	defer func() { testHookBeforeTags = nil }()
+	_, err := Create(bg, s, "exp-cp", "exp")
+	if !errors.Is(err, ErrMissingTarget) {
+		t.Fatalf("a branch whose file went during the tags: %v, want ErrMissingTarget", err)
+	}
+	if v, _ := head(t, s); v != 0 {
+		t.Fatalf("published registry version %d", v)
+	}
+	if tags := pinTags(t, s, "branch-tag.lance"); len(tags) != 0 {
+		t.Fatalf("pins left on the branch being deleted: %v", tags)
+	}
+	if tags := pinTags(t, s, registry.RegistryPath); len(tags) != 0 {
+		t.Fatalf("registry pin left: %v", tags)
+	}
+	noSidecars(t, s)
 }

@@ -91,7 +91,11 @@ func Matrix(all []*conformance.Report) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |", r.Adapter, r.Backend+settings(r.Store), cia, riv, div)
 		for _, c := range matrixColumns {
-			b.WriteString(" " + mark(column(r, c.cas)) + " |")
+			m := mark(column(r, c.cas))
+			if cr, ok := r.Case(c.cas); ok && cr.KnownBroken {
+				m = "**known broken**"
+			}
+			b.WriteString(" " + m + " |")
 		}
 		b.WriteString("\n")
 	}

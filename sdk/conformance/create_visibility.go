@@ -66,5 +66,8 @@ func testCreateVisibility(t T, s *core.Store) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if seen.Load() == 0 {
+		t.Skipf("no read found a created body during %d creates: the readers never overlapped a create, so nothing was proven", creates)
+	}
 	t.Logf("%d whole bodies read during %d creates", seen.Load(), creates)
 }

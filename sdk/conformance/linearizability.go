@@ -157,6 +157,7 @@ func caseLinearizability(t T, e *Env) {
 	if len(e.s.histories) == 0 {
 		t.Skip("no concurrent history was recorded: run it with create-if-absent-race, compare-and-swap or conditional-delete-race")
 	}
+	var unknown []string
 	for _, h := range e.s.histories {
 		ops := make([]porcupine.Operation, len(h.ops))
 		for i, o := range h.ops {
@@ -175,6 +176,7 @@ func caseLinearizability(t T, e *Env) {
 			t.Logf("%s: %d operations linearizable", h.name, len(ops))
 		case porcupine.Unknown:
 			t.Logf("%s: porcupine timed out on %d operations; not proven either way", h.name, len(ops))
+			unknown = append(unknown, h.name)
 		case porcupine.Illegal:
 			dir := e.Config.ReportDir
 			if dir == "" {
@@ -195,5 +197,8 @@ func caseLinearizability(t T, e *Env) {
 			}
 			t.Fatalf("%s: the history of %d operations is not linearizable; visualisation: %s", h.name, len(ops), path)
 		}
+	}
+	if len(unknown) > 0 {
+		t.Skipf("porcupine timed out on %v: not proven either way", unknown)
 	}
 }

@@ -14,6 +14,9 @@ import (
 // so a listing that reports another token than the object's own makes
 // every such check wrong.
 func testListAgreesWithStat(t T, s *core.Store) {
+	if !s.Capabilities().ListAfterWrite {
+		t.Skip("adapter does not declare list-after-write: a listing right after the writes may lag them")
+	}
 	ctx := ctxT(t)
 	// Plain writes, an overwrite, and each conditional write the adapter
 	// has: every way an object can come to be.

@@ -51,3 +51,27 @@ func TestFilteredRunNamesUncheckedPromises(t *testing.T) {
 		t.Fatalf("the table does not name the unchecked promises:\n%s", sb.String())
 	}
 }
+
+// A case the configuration names as broken on the backend is reported as
+// known broken with its reason, not run, and the table says so.
+func TestSkippedCaseIsKnownBroken(t *testing.T) {
+	rep, err := conformance.Run(context.Background(), conformance.Config{Adapter: "memory", InProcess: true, Adapters: adapters,
+		Run: "^contract/Missing$", Skip: map[string]string{"contract/Missing": "the backend answers unknown for a missing key"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := rep.Case("contract/Missing")
+	if !ok || !c.KnownBroken || c.Result != conformance.Skip || !strings.Contains(c.Reason, "answers unknown") {
+		t.Fatalf("a case named in Skip: %+v", c)
+	}
+	var sb strings.Builder
+	rep.WriteTable(&sb)
+	if !strings.Contains(sb.String(), "known broken on this backend, not run: contract/Missing") {
+		t.Fatalf("the table does not say the case is known broken:\n%s", sb.String())
+	}
+	_, err = conformance.Run(context.Background(), conformance.Config{Adapter: "memory", InProcess: true, Adapters: adapters,
+		Skip: map[string]string{"no-such-case": "x"}})
+	if err == nil {
+		t.Fatal("a Skip naming no case was accepted")
+	}
+}

@@ -35,6 +35,9 @@ type CaseResult struct {
 	P99     time.Duration `json:"p99_ns,omitempty"`
 	Samples int           `json:"samples,omitempty"`
 	Logs    []string      `json:"logs,omitempty"`
+	// KnownBroken: the case did not run because the configuration says
+	// the backend breaks its promise (Config.Skip); Reason says how.
+	KnownBroken bool `json:"known_broken,omitempty"`
 }
 
 // Report is the outcome of a run.
@@ -129,6 +132,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Name, strings.ToUpper(string(c.Result)), p50, p99, reason)
 	}
 	tw.Flush()
+	for _, c := range r.Cases {
+		if c.KnownBroken {
+			fmt.Fprintf(w, "\nknown broken on this backend, not run: %s (%s)\n", c.Name, c.Reason)
+		}
+	}
 	if len(r.Unchecked) > 0 {
 		fmt.Fprintf(w, "\nnot checked by this run: %s\n", strings.Join(r.Unchecked, ", "))
 	}

@@ -215,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		if why, ok := cfg.Skip[c.Name]; ok {
-			rep.Cases = append(rep.Cases, CaseResult{Name: c.Name, Result: Skip, Reason: skippedBy(why)})
+			rep.Cases = append(rep.Cases, CaseResult{Name: c.Name, Result: Skip, Reason: skippedBy(why), KnownBroken: true})
 			continue
 		}
 		cstart := time.Now()
@@ -252,7 +252,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func skippedBy(why string) string { return "skipped by the configuration: " + why }
+func skippedBy(why string) string { return "known broken on this backend: " + why }
 
 func timeoutOf(cfg Config) time.Duration {
 	if cfg.Timeout > 0 {

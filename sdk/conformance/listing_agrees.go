@@ -56,4 +56,18 @@ func testListAgreesWithStat(t T, s *core.Store) {
 	if len(bad) > 0 {
 		t.Fatalf("the listing disagrees with the objects:\n%s", strings.Join(bad, "\n"))
 	}
+	// A write right after a listing is in the next one (list-after-write
+	// within one process; the list-after-write case does it across them).
+	late := mustPut(t, s, "la/late", []byte("late"), core.PutOptions{})
+	again, err := s.List(ctx, "la/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range again {
+		found = found || (o.Key == "la/late" && o.Version == late.Version)
+	}
+	if !found || len(again) != len(listed)+1 {
+		t.Fatalf("la/late, written (version %s) right after a listing of la/, is not in the next one: %s", late.Version, keysOf(again))
+	}
 }

@@ -23,7 +23,7 @@ func Promises() []Promise {
 		{"error kinds", []string{"contract/Missing", "contract/InvalidKeys", "contract/CreateIfAbsent", "contract/DeleteIfVersion"}},
 		{"ordered listing", []string{"contract/ListOrder", "contract/ListPaging", "contract/ListStartAfterNotAKey", "contract/ListLevel"}},
 		{"listing agrees with stat and get", []string{"contract/ListAgreesWithStat", "contract/ListOrder", "list-after-write"}},
-		{"list-after-write", []string{"list-after-write"}},
+		{"list-after-write", []string{"list-after-write", "contract/ListAgreesWithStat"}},
 		{"bounded listing", []string{"contract/ListLimit", "declared-limits"}},
 		{"whole bodies to readers", []string{"contract/AtomicVisibility", "contract/CreateVisibility"}},
 		{"batch delete", []string{"contract/DeleteMany", "declared-limits"}},

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -66,8 +67,55 @@ func testCreateVisibility(t T, s *core.Store) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	// The claim is such a create: readers of the claim while it is taken
+	// and given back see no claim or a whole record, never a torn one.
+	const claims = 20
+	stopClaims := make(chan struct{})
+	claimErrs := make(chan error, readers)
+	var claimsSeen atomic.Int64
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stopClaims:
+					return
+				default:
+				}
+				_, _, err := claim.Read(ctx, s)
+				switch {
+				case err == nil:
+					claimsSeen.Add(1)
+				case errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrTransient):
+				default:
+					claimErrs <- fmt.Errorf("reading the claim while it was taken: %w", err)
+					return
+				}
+			}
+		}()
+	}
+	for range claims {
+		h, err := claim.Acquire(ctx, s, claim.Request{Action: "conformance", Scope: core.ScopeProcess})
+		if err != nil {
+			close(stopClaims)
+			wg.Wait()
+			t.Fatalf("acquiring the claim: %v", err)
+		}
+		if err := h.Release(ctx); err != nil {
+			close(stopClaims)
+			wg.Wait()
+			t.Fatalf("releasing the claim: %v", err)
+		}
+	}
+	close(stopClaims)
+	wg.Wait()
+	close(claimErrs)
+	for err := range claimErrs {
+		t.Fatal(err)
+	}
 	if seen.Load() == 0 {
 		t.Skipf("no read found a created body during %d creates: the readers never overlapped a create, so nothing was proven", creates)
 	}
-	t.Logf("%d whole bodies read during %d creates", seen.Load(), creates)
+	t.Logf("%d whole bodies read during %d creates; %d whole claims read during %d acquisitions", seen.Load(), creates, claimsSeen.Load(), claims)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -35,6 +36,7 @@ type Daemon struct {
 	stateLoaded   bool
 	lastRetention time.Time
 	state         State
+	last          atomic.Pointer[PassReport] // the last finished pass, for /readyz
 }
 
 // PassReport is what one pass did.
@@ -205,6 +207,13 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		d.Metrics.PassDuration.Observe(r.Finished.Sub(r.Started).Seconds())
 		d.refreshMetrics(ctx)
 		d.saveState(ctx, r)
+		ok := 0.0
+		if r.Err() == nil {
+			ok = 1
+		}
+		d.Metrics.LastPassSuccess.Set(ok)
+		d.Metrics.LastPassTime.Set(float64(r.Finished.Unix()))
+		d.last.Store(r)
 	}()
 	if !r.Enabled {
 		return r

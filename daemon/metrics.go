@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Metrics are the daemon's Prometheus metrics, on their own registry (so
@@ -24,6 +25,8 @@ type Metrics struct {
 	ClaimWaits        prometheus.Counter
 	LastRetention     prometheus.Gauge
 	RetentionFailures prometheus.Gauge
+	LastPassSuccess   prometheus.Gauge // 1 when the last pass's Err was nil
+	LastPassTime      prometheus.Gauge
 }
 
 // NewMetrics registers the metrics on a fresh registry.
@@ -51,9 +54,16 @@ func NewMetrics() *Metrics {
 		ClaimWaits:        prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_claim_waits_total", Help: "Passes (or parts) skipped because another process held the retention claim."}),
 		LastRetention:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_retention_last_success_timestamp_seconds", Help: "When the last retention pass completed (0: never)."}),
 		RetentionFailures: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_retention_failures", Help: "Failed retention passes since the last completed one."}),
+		LastPassSuccess:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_success", Help: "1 if the last maintenance pass succeeded (its retention, when due, completed and its record was written), 0 if it failed."}),
+		LastPassTime:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_timestamp_seconds", Help: "When the last maintenance pass finished (0: none yet)."}),
 	}
+	// The standard process and Go runtime metrics (go_*, process_*), as
+	// the default registry would have them.
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
-		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures} {
+		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
+		m.LastPassSuccess, m.LastPassTime} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/daemon"
@@ -87,7 +86,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 				return r.Err()
 			}
 			if metricsAddr != "" {
-				stop, err := serveMetrics(metricsAddr, m, log)
+				stop, err := serveMetrics(metricsAddr, d.Handler(), log)
 				if err != nil {
 					return err
 				}
@@ -100,13 +99,14 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the daemon's config file (YAML or JSON); without it: defaults, no retention window")
-	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", defaultMetricsAddr, "serve Prometheus metrics on HOST:PORT at /metrics (\"\" turns them off; port 0 picks one, logged)")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", defaultMetricsAddr, "serve Prometheus metrics on HOST:PORT at /metrics, and /healthz and /readyz (\"\" turns them off; port 0 picks one, logged)")
 	cmd.Flags().BoolVar(&once, "once", false, "run one pass and exit (status 1 if its retention failed or its record was not written)")
 	return cmd
 }
 
-// serveMetrics listens on addr and serves /metrics until stop.
-func serveMetrics(addr string, m *daemon.Metrics, log hclog.Logger) (func(), error) {
+// serveMetrics listens on addr and serves the daemon's endpoints
+// (/metrics, /healthz, /readyz: daemon.Handler) until stop.
+func serveMetrics(addr string, h http.Handler, log hclog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, core.Errorf("daemon", addr, core.ErrInvalidArgument, "cannot listen for metrics on %s: %v (choose another --metrics-addr, or \"\" for none)", addr, err)
@@ -118,9 +118,7 @@ func serveMetrics(addr string, m *daemon.Metrics, log hclog.Logger) (func(), err
 	} else {
 		log.Warn("metrics are served on every interface", "addr", ln.Addr().String())
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	log.Info("metrics_listening", "addr", ln.Addr().String())
 	return func() {

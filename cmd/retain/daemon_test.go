@@ -317,6 +317,21 @@ func TestDaemonEnforcesRetention(t *testing.T) {
 	if m["retain_retention_last_success_timestamp_seconds"] < float64(time.Now().Add(-10*time.Minute).Unix()) || m["retain_bytes_removed_total"] <= 0 {
 		t.Errorf("metrics: %v", m)
 	}
+	if m["retain_last_pass_success"] != 1 || m["go_goroutines"] <= 0 || m["process_resident_memory_bytes"] <= 0 {
+		t.Errorf("last pass, go_* and process_* metrics: %v", m)
+	}
+	// The probes on the same listener.
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready: the last pass finished"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(string(b), want) {
+			t.Errorf("%s: %d %q, want 200 %q", path, resp.StatusCode, b, want)
+		}
+	}
 
 	// status reads the daemon's record.
 	out, _, code = retain(t, "status", db, "--json")

@@ -14,11 +14,15 @@ import (
 //
 // /healthz answers 200 while the process serves requests: a liveness
 // probe. /readyz answers 200 once a pass has finished and succeeded (its
-// retention, when due, completed and its record was written), and 503
+// retention, when due, completed and its record was written; a failed
+// reconcile alone does not fail a pass) or found the claim held by
+// another process (waiting for it is normal between replicas), and 503
 // with the reason before the first pass and after a failed one: a
 // readiness probe, so a rollout whose daemons cannot do their work (bad
-// credentials, an unreachable store, a claim held elsewhere for long)
-// stops there.
+// credentials, an unreachable store) stops there. The first pass runs
+// retention, which may take long: give the pod a startup probe on
+// /readyz with room for it. A pass that hangs keeps the last answer;
+// alert on retain_last_pass_timestamp_seconds for that.
 func (d *Daemon) Handler() http.Handler {
 	if d.Metrics == nil {
 		d.Metrics = NewMetrics()
@@ -34,6 +38,8 @@ func (d *Daemon) Handler() http.Handler {
 		case last == nil:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, "not ready: no maintenance pass has finished yet")
+		case last.Err() != nil && last.ClaimHolder != "" && last.StateError == "":
+			fmt.Fprintf(w, "ready: the last pass (finished %s) waited for the retention claim, held by %s\n", last.Finished.Format(time.RFC3339), last.ClaimHolder)
 		case last.Err() != nil:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: the last pass (finished %s) failed: %v\n", last.Finished.Format(time.RFC3339), last.Err())

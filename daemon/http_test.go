@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/sdk/claim"
+	"github.com/retain-dev/retain/sdk/core"
 )
 
 func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
@@ -36,7 +38,8 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 		t.Fatalf("/readyz before any pass: %d %q", code, body)
 	}
 
-	// Another process holds the claim: the pass's retention cannot run.
+	// Another process holds the claim: the pass's retention waits for it,
+	// which is no reason to be taken out of service.
 	h, err := claim.Acquire(bg, s.At(loc), claim.Request{Action: "cleanup", Actor: "someone-else"})
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +47,8 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 	if r := d.Pass(bg); r.Err() == nil {
 		t.Fatalf("a pass with the claim held elsewhere succeeded: %+v", r)
 	}
-	if code, body := get(t, srv, "/readyz"); code != 503 || !strings.Contains(body, "failed") {
-		t.Fatalf("/readyz after a failed pass: %d %q", code, body)
-	}
-	if _, body := get(t, srv, "/metrics"); !strings.Contains(body, "\nretain_last_pass_success 0\n") {
-		t.Fatalf("/metrics after a failed pass has no retain_last_pass_success 0:\n%s", body)
+	if code, body := get(t, srv, "/readyz"); code != 200 || !strings.Contains(body, "waited for the retention claim") {
+		t.Fatalf("/readyz after a pass that waited for the claim: %d %q", code, body)
 	}
 	if err := h.Release(bg); err != nil {
 		t.Fatal(err)
@@ -65,5 +65,33 @@ func TestHealthReadyAndMetrics(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics has no %q", strings.TrimSpace(want))
 		}
+	}
+}
+
+// A pass that fails for another reason than a held claim (here a store
+// opened read-only: nothing can be cleaned or recorded) makes /readyz
+// answer 503 with the reason, and retain_last_pass_success 0.
+func TestReadyzAfterAFailedPass(t *testing.T) {
+	dir, _, loc := store(t, "deletes")
+	ro, err := localfs.OpenReadOnly(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	srv := httptest.NewServer(d.Handler())
+	defer srv.Close()
+	if r := d.Pass(bg); r.Err() == nil || r.ClaimHolder != "" {
+		t.Fatalf("a pass on a read-only store: %+v", r)
+	}
+	if code, body := get(t, srv, "/readyz"); code != 503 || !strings.Contains(body, "failed") {
+		t.Fatalf("/readyz after a failed pass: %d %q", code, body)
+	}
+	if _, body := get(t, srv, "/metrics"); !strings.Contains(body, "\nretain_last_pass_success 0\n") {
+		t.Fatalf("/metrics after a failed pass has no retain_last_pass_success 0")
 	}
 }

@@ -54,7 +54,7 @@ func NewMetrics() *Metrics {
 		ClaimWaits:        prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_claim_waits_total", Help: "Passes (or parts) skipped because another process held the retention claim."}),
 		LastRetention:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_retention_last_success_timestamp_seconds", Help: "When the last retention pass completed (0: never)."}),
 		RetentionFailures: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_retention_failures", Help: "Failed retention passes since the last completed one."}),
-		LastPassSuccess:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_success", Help: "1 if the last maintenance pass succeeded (its retention, when due, completed and its record was written), 0 if it failed."}),
+		LastPassSuccess:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_success", Help: "1 if the last maintenance pass succeeded (its retention, when due, completed and its record was written), 0 if it failed or none has finished yet."}),
 		LastPassTime:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_timestamp_seconds", Help: "When the last maintenance pass finished (0: none yet)."}),
 	}
 	// The standard process and Go runtime metrics (go_*, process_*), as

@@ -259,8 +259,8 @@ func TestSuiteCatchesBrokenAdapters(t *testing.T) {
 		{readOnlyWrites, "read-only", []string{"read-only"}, 50},
 		{readOnlyOpenProbes, "read-only", []string{"read-only"}, 50},
 		{listCached, "list-after-write|contract/ListAgreesWithStat", []string{"list-after-write", "contract/ListAgreesWithStat"}, 50},
-		// The suite's statistical power: an adapter that breaks 1 create in
-		// 500 is caught by the default-sized race.
+		// An adapter that breaks 1 create in 500 (the same round in every
+		// process) is caught by the default-sized race, not by 200 rounds.
 		{rareCreate, "create-if-absent-race", []string{"create-if-absent-race"}, 0},
 	}
 	for _, c := range cases {

@@ -303,7 +303,21 @@ func TestDaemonEnforcesRetention(t *testing.T) {
 		}
 	}
 
-	// The metrics.
+	// The metrics, once the pass has finished (its record and gauges are
+	// written after its last log line): /readyz says when.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz did not answer 200 after the pass: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	m := scrape(t, addr)
 	for k, want := range map[string]float64{
 		"retain_versions_removed_total": 10, "retain_checkpoints_live": 1, "retain_pinned_versions": 2,

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -415,49 +414,28 @@ func testAtomicVisibility(t T, s *core.Store) {
 	const size, writes, readers = 2 << 20, 40, 3
 	ctx := ctxT(t)
 	mustPut(t, s, "av/k", bytes.Repeat([]byte{'A'}, size), core.PutOptions{})
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, readers)
-	var reads sync.Map
-	for r := range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := 0
-			for {
-				select {
-				case <-done:
-					reads.Store(r, n)
-					return
-				default:
-				}
-				b, _, err := s.ReadAll(ctx, "av/k")
-				if errors.Is(err, core.ErrTransient) {
-					// An adapter may refuse a torn read it detects
-					// (transient); that keeps the contract. Read again.
-					continue
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				if len(b) != size || bytes.Count(b, b[:1]) != size {
-					errs <- fmt.Errorf("partial or mixed body: %d bytes, first %q, %d of them", len(b), b[:1], bytes.Count(b, b[:1]))
-					return
-				}
-				n++
-			}
-		}()
-	}
+	stop := readRace(readers, func() (bool, error) {
+		b, _, err := s.ReadAll(ctx, "av/k")
+		if errors.Is(err, core.ErrTransient) {
+			// An adapter may refuse a torn read it detects (transient);
+			// that keeps the contract. Read again.
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if len(b) != size || bytes.Count(b, b[:1]) != size {
+			return false, fmt.Errorf("partial or mixed body: %d bytes, first %q, %d of them", len(b), b[:1], bytes.Count(b, b[:1]))
+		}
+		return true, nil
+	})
 	for i := range writes {
 		if _, err := s.PutBytes(ctx, "av/k", bytes.Repeat([]byte{byte('B' + i%24)}, size), core.PutOptions{}); err != nil {
+			stop()
 			t.Fatal(err)
 		}
 	}
-	close(done)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if _, err := stop(); err != nil {
 		t.Fatal(err)
 	}
 }

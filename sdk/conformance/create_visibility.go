@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/retain-dev/retain/sdk/claim"
@@ -22,52 +21,41 @@ func testCreateVisibility(t T, s *core.Store) {
 	ctx := ctxT(t)
 	var current atomic.Int64 // the key being created
 	current.Store(-1)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	errs := make(chan error, readers)
-	var seen atomic.Int64 // whole bodies read
-	for range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				i := current.Load()
-				if i < 0 {
-					continue
-				}
-				b, _, err := s.ReadAll(ctx, fmt.Sprintf("cv/%03d", i))
-				if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrTransient) {
-					continue // not there yet, or a torn read refused
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				want := byte('a' + i%26)
-				if len(b) != size || bytes.Count(b, []byte{want}) != size {
-					errs <- fmt.Errorf("cv/%03d while it was created: %d bytes of %d, %d of them %q", i, len(b), size, bytes.Count(b, []byte{want}), want)
-					return
-				}
-				seen.Add(1)
-			}
-		}()
-	}
+	stop := readRace(readers, func() (bool, error) {
+		i := current.Load()
+		if i < 0 {
+			return false, nil
+		}
+		b, _, err := s.ReadAll(ctx, fmt.Sprintf("cv/%03d", i))
+		if errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrTransient) {
+			return false, nil // not there yet, or a torn read refused
+		}
+		if err != nil {
+			return false, err
+		}
+		want := byte('a' + i%26)
+		if len(b) != size || bytes.Count(b, []byte{want}) != size {
+			return false, fmt.Errorf("cv/%03d while it was created: %d bytes of %d, %d of them %q", i, len(b), size, bytes.Count(b, []byte{want}), want)
+		}
+		return true, nil
+	})
 	for i := range creates {
 		current.Store(int64(i))
-		mustPut(t, s, fmt.Sprintf("cv/%03d", i), bytes.Repeat([]byte{byte('a' + i%26)}, size), core.PutOptions{Mode: core.PutCreateIfAbsent})
+		key := fmt.Sprintf("cv/%03d", i)
+		info, err := s.PutBytes(ctx, key, bytes.Repeat([]byte{byte('a' + i%26)}, size), core.PutOptions{Mode: core.PutCreateIfAbsent})
+		if err == nil && (info.Key != key || info.Size != size || info.Version == "") {
+			err = fmt.Errorf("bad info %+v", info)
+		}
+		if err != nil {
+			stop()
+			t.Fatalf("create of %s: %v", key, err)
+		}
 	}
-	close(stop)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	seen, err := stop()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if seen.Load() == 0 {
+	if seen == 0 {
 		t.Skipf("no read found a created body during %d creates: the readers never overlapped a create, so nothing was proven", creates)
 	}
 	// The claim is such a create: readers of the claim while it is taken
@@ -77,49 +65,29 @@ func testCreateVisibility(t T, s *core.Store) {
 		return
 	}
 	const claims = 20
-	stopClaims := make(chan struct{})
-	claimErrs := make(chan error, readers)
-	var claimsSeen atomic.Int64
-	for range readers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stopClaims:
-					return
-				default:
-				}
-				_, _, err := claim.Read(ctx, s)
-				switch {
-				case err == nil:
-					claimsSeen.Add(1)
-				case errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrTransient):
-				default:
-					claimErrs <- fmt.Errorf("reading the claim while it was taken: %w", err)
-					return
-				}
-			}
-		}()
-	}
+	stopClaims := readRace(readers, func() (bool, error) {
+		_, _, err := claim.Read(ctx, s)
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, core.ErrNotFound) || errors.Is(err, core.ErrTransient):
+			return false, nil
+		}
+		return false, fmt.Errorf("reading the claim while it was taken: %w", err)
+	})
 	for range claims {
 		h, err := claim.Acquire(ctx, s, claim.Request{Action: "conformance", Scope: core.ScopeProcess})
-		if err != nil {
-			close(stopClaims)
-			wg.Wait()
-			t.Fatalf("acquiring the claim: %v", err)
+		if err == nil {
+			err = h.Release(ctx)
 		}
-		if err := h.Release(ctx); err != nil {
-			close(stopClaims)
-			wg.Wait()
-			t.Fatalf("releasing the claim: %v", err)
+		if err != nil {
+			stopClaims()
+			t.Fatalf("taking and giving back the claim: %v", err)
 		}
 	}
-	close(stopClaims)
-	wg.Wait()
-	close(claimErrs)
-	for err := range claimErrs {
+	claimsSeen, err := stopClaims()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d whole bodies read during %d creates; %d whole claims read during %d acquisitions", seen.Load(), creates, claimsSeen.Load(), claims)
+	t.Logf("%d whole bodies read during %d creates; %d whole claims read during %d acquisitions", seen, creates, claimsSeen, claims)
 }

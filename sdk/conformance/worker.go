@@ -204,18 +204,21 @@ func (w *workerState) do(ctx context.Context, req request) response {
 		// outcome is unknown, so the caller leaves the round out of the
 		// history (Retries says so) and checks only what survived.
 		var r response
+		var first error // the first failure, which Err reports
 		for attempt := 0; attempt < max(1, req.N); attempt++ {
 			op := histOp{Client: w.id, Kind: "put", Key: req.Key, Value: req.Body, Call: now()}
 			info, err := s.PutBytes(ctx, req.Key, []byte(req.Body), core.PutOptions{})
 			op.Ret = now()
 			op.OK, op.ErrKind, op.Version = err == nil, kindName(err), info.Version
-			first := r.Err
-			r = response{OK: err == nil, ErrKind: kindName(err), Version: info.Version, History: []histOp{op}, Retries: attempt, Err: first}
+			if first == nil {
+				first = err
+			}
+			r = response{OK: err == nil, ErrKind: kindName(err), Version: info.Version, History: []histOp{op}, Retries: attempt}
+			if first != nil {
+				r.Err = first.Error()
+			}
 			if err == nil {
 				break
-			}
-			if first == "" {
-				r.Err = err.Error()
 			}
 		}
 		return r

@@ -223,6 +223,13 @@ type Policy struct {
 	// read them (nil: read them): planning takes them rather than list
 	// _refs/ again; the plan's recheck before deleting catches any change.
 	refs func(root string) *lance.Refs
+	// cutoffAt, set by Run from a reviewed plan, is the cut-off itself
+	// (OlderThan is then its echo): the reviewed window, not one counted
+	// back from now.
+	cutoffAt *time.Time
+	// reviewed: the run applies a reviewed plan, which lists no registry
+	// history to remove.
+	reviewed bool
 }
 
 // StorePlan is the provisional cleanup plan of a store. Its JSON form is
@@ -328,6 +335,9 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	var cutoff time.Time
 	if p.OlderThan > 0 {
 		cutoff = now.Add(-p.OlderThan)
+		if p.cutoffAt != nil {
+			cutoff = *p.cutoffAt
+		}
 		plan.Policy.OlderThan = p.OlderThan.String()
 		plan.Policy.Cutoff = &cutoff
 	}

@@ -70,6 +70,14 @@ type RunOptions struct {
 	// (loudly, in its notes) instead of refusing the whole run; a conflict
 	// of the registry still refuses. The maintenance daemon sets it.
 	IsolateReconcile bool
+	// Reviewed, if set, is the reviewed plan to apply (`cleanup run
+	// --plan`): the window is the plan's (its cut-off fixed; the Policy
+	// passed must be zero), and the run refuses with a *PlanStaleError,
+	// before anything is deleted, unless the plan it makes under the claim
+	// has the same roots and removes nothing the reviewed plan does not
+	// list. The registry's own old versions, which a reviewed plan does not
+	// list, are left for the next run.
+	Reviewed *ReviewedPlan
 }
 
 func (o RunOptions) scope(s *core.Store) core.Scope {
@@ -159,6 +167,17 @@ type Progress struct {
 // Resume finishes it. An error that is not ErrRunIncomplete means nothing
 // was deleted.
 func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunReport, err error) {
+	if o.Reviewed != nil {
+		if p.OlderThan != 0 || p.KeepLast != 0 {
+			return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "a reviewed plan carries its window: pass no --older-than or --keep-last with --plan")
+		}
+		if got := s.Location().String(); got != o.Reviewed.Store {
+			return nil, fmt.Errorf("%w: the plan is of store %s, not %s: make and review a plan of this store (`retain cleanup preview STORE --out plan.json`)", ErrPlanInvalid, o.Reviewed.Store, got)
+		}
+		if p, err = o.Reviewed.policy(); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkRun(p, o); err != nil {
 		return nil, err
 	}
@@ -203,12 +222,19 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	var pre *registryPrefetch
 	pctx, stopPrefetch := context.WithCancel(ctx)
 	defer stopPrefetch()
-	p.onHead = func(snap *registry.Snapshot) { pre = prefetchRegistry(pctx, s, snap) }
+	if !p.reviewed {
+		p.onHead = func(snap *registry.Snapshot) { pre = prefetchRegistry(pctx, s, snap) }
+	}
 	plan, err := Preview(ctx, s, p)
 	if err != nil {
 		return rep, err
 	}
 	rep.Policy = plan.Policy
+	if o.Reviewed != nil {
+		if err := o.Reviewed.check(plan); err != nil {
+			return rep, err
+		}
+	}
 	if err := h.Verify(ctx); err != nil {
 		return rep, err
 	}
@@ -408,6 +434,11 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 		return nil, &RefusedError{Key: registry.RegistryPath, Reason: "planning the registry's own cleanup", Cause: err}
 	}
 	j.Registry = planRegistryFrom(rr, snap, p, plan.PlannedAt, len(rep.Boundaries) > 0)
+	if p.reviewed {
+		// A reviewed plan lists what may be removed; the registry's own
+		// history is not in it, so it is left for the next run.
+		j.Registry = RegistryCleanup{Remove: []uint64{}, State: TableDone}
+	}
 	if len(rep.Boundaries) == 0 {
 		j.BoundaryVersion = 0
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,10 @@ type cleanupPreviewJSON struct {
 	// UnfinishedRuns are cleanup runs a `run` would first have to resume
 	// or abandon.
 	UnfinishedRuns []string `json:"unfinished_runs,omitempty"`
+	// PlanFile and Digest: where --out saved the plan for review, and its
+	// digest (what `cleanup run --plan F --expect-digest D` checks).
+	PlanFile string `json:"plan_file,omitempty"`
+	Digest   string `json:"digest,omitempty"`
 }
 
 type deferringCost struct {
@@ -42,8 +47,9 @@ func (a *app) cleanupCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cleanup", Short: "Remove old Lance versions while keeping every version a root protects"}
 	var olderThan time.Duration
 	var keepLast int
+	var out string
 	preview := &cobra.Command{
-		Use:   "preview STORE [--older-than D] [--keep-last N]",
+		Use:   "preview STORE [--older-than D] [--keep-last N] [--out plan.json]",
 		Short: "Show, read-only and provisionally, which versions a cleanup would keep or remove and why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +65,14 @@ func (a *app) cleanupCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var digest string
+			if out != "" {
+				rp := retention.NewReviewedPlan(s.Location(), p)
+				if err := writePlanFile(out, rp); err != nil {
+					return err
+				}
+				digest = rp.Digest
+			}
 			cost := deferringCost{VersionsRemovable: p.Totals.VersionsRemoved, BytesReclaimable: p.Totals.BytesToDelete, Since: p.Totals.OldestRemovable}
 			open, err := retention.OpenRuns(cmd.Context(), s)
 			if err != nil {
@@ -73,7 +87,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 				}
 			}
 			if a.jsonOut {
-				if err := a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost, UnfinishedRuns: open}); err != nil {
+				if err := a.printJSON(cleanupPreviewJSON{Store: args[0], StorePlan: p, RunNeedsWriteOutage: true, DeferringCost: cost, UnfinishedRuns: open, PlanFile: out, Digest: digest}); err != nil {
 					return err
 				}
 				return refused
@@ -86,11 +100,16 @@ func (a *app) cleanupCmd() *cobra.Command {
 			for _, op := range open {
 				fmt.Fprintf(a.stdout, "unfinished: cleanup run %s stopped part-way; `retain cleanup run --resume` finishes it before any new run plans\n", op)
 			}
+			if out != "" {
+				fmt.Fprintf(a.stdout, "plan saved to %s, digest %s; apply exactly it with\n  retain cleanup run %s --plan %s --expect-digest %s --confirm-write-outage\n",
+					out, digest, core.ShellWord(args[0]), core.ShellWord(out), digest)
+			}
 			return refused
 		},
 	}
 	preview.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	preview.Flags().StringVar(&out, "out", "", "save the plan and its digest to this file for review; `cleanup run --plan FILE` applies exactly it")
 	cmd.AddCommand(preview, a.cleanupRunCmd())
 	return cmd
 }
@@ -102,28 +121,49 @@ func (a *app) cleanupRunCmd() *cobra.Command {
 	var olderThan time.Duration
 	var keepLast int
 	var confirm, resume, progress bool
-	var op, abandon string
+	var op, abandon, planFile, expectDigest string
 	run := &cobra.Command{
-		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N] | --resume [--op OP] | --abandon OP",
+		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N] | --plan FILE [--expect-digest D] | --resume [--op OP] | --abandon OP",
 		Short: "Remove old Lance versions under the claim, keeping every root; needs a write outage",
 		Long: `Remove old Lance versions under the retention claim, keeping every root.
 
 A run journals every table's plan and publishes the tables' gc boundaries
 before it deletes anything. If it stops part-way (a crash, a failing table)
 the next run is refused until --resume carries out the same plans (the same
-root digests; the window is not recomputed) or --abandon OP closes it.`,
+root digests; the window is not recomputed) or --abandon OP closes it.
+
+--plan FILE applies a plan saved by 'cleanup preview --out FILE' after
+review: the run recomputes it under the claim at the plan's cut-off and
+refuses, deleting nothing and naming the difference, if any table's roots
+changed (a new commit, a checkpoint created or deleted, a tag moved) or it
+would remove anything the plan does not list. It may remove less.
+--expect-digest D also refuses a plan file whose digest is not D.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			window := olderThan > 0 || keepLast > 0
 			switch {
+			case planFile != "" && (window || resume || abandon != ""):
+				return usageError{fmt.Errorf("--plan carries its window: it takes no --older-than, --keep-last, --resume or --abandon")}
+			case expectDigest != "" && planFile == "":
+				return usageError{fmt.Errorf("--expect-digest checks a saved plan: use it with --plan FILE")}
 			case abandon != "" && (resume || window):
 				return usageError{fmt.Errorf("--abandon takes no window and no --resume")}
 			case resume && window:
 				return usageError{fmt.Errorf("--resume carries out the plans the run journaled: it takes no --older-than or --keep-last (the window is the run's)")}
 			case op != "" && !resume:
 				return usageError{fmt.Errorf("--op picks the run to resume: use it with --resume")}
-			case abandon == "" && !resume && !window:
+			case abandon == "" && !resume && !window && planFile == "":
 				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
+			}
+			var reviewed *retention.ReviewedPlan
+			if planFile != "" {
+				b, err := os.ReadFile(planFile)
+				if err != nil {
+					return usageError{fmt.Errorf("cannot read the plan file: %v", err)}
+				}
+				if reviewed, err = retention.ParseReviewedPlan(planFile, b, expectDigest); err != nil {
+					return err
+				}
 			}
 			actor, err := a.actor(cmd)
 			if err != nil {
@@ -159,7 +199,7 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 				rep, err = retention.Resume(cmd.Context(), s, retention.ResumeOptions{OperationID: op, Actor: actor, Progress: show})
 			} else {
 				rep, err = retention.Run(cmd.Context(), s, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
-					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show})
+					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show, Reviewed: reviewed})
 			}
 			if err != nil && cmd.Context().Err() != nil {
 				// Stopped by a signal: name the resume only if a journal
@@ -191,8 +231,28 @@ root digests; the window is not recomputed) or --abandon OP closes it.`,
 	run.Flags().BoolVar(&resume, "resume", false, "finish the unfinished run from its journaled plans (same root digests)")
 	run.Flags().StringVar(&op, "op", "", "with --resume: the operation id of the run to finish, when there are several")
 	run.Flags().StringVar(&abandon, "abandon", "", "close the unfinished run OP without finishing it (its boundaries stay)")
+	run.Flags().StringVar(&planFile, "plan", "", "apply the reviewed plan FILE (from `cleanup preview --out`): refused if stale, never removes more")
+	run.Flags().StringVar(&expectDigest, "expect-digest", "", "with --plan: refuse unless the plan file's digest is this (sha256:...)")
 	run.Flags().BoolVar(&progress, "progress", false, "print progress to stderr even when it is not a terminal")
 	return run
+}
+
+// writePlanFile saves a plan for review: written beside, then renamed
+// over, so a reviewer never reads half a plan.
+func writePlanFile(path string, rp *retention.ReviewedPlan) error {
+	b, err := json.MarshalIndent(rp, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return usageError{fmt.Errorf("cannot save the plan: %v (choose another --out)", err)}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return usageError{fmt.Errorf("cannot save the plan: %v (choose another --out)", err)}
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

@@ -25,6 +25,8 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/cedar-policy/cedar-go v1.9.2 // indirect
+	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 )

@@ -136,7 +136,7 @@ func FreePort(t testing.TB) int {
 // accepts connections on port.
 func start(t testing.TB, name string, port int, cmd *exec.Cmd) {
 	t.Helper()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	setProcAttr(cmd)
 	logf, err := os.CreateTemp("", name+"-*.log")
 	if err != nil {
 		t.Fatal(err)

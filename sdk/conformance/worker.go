@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/retain-dev/retain/sdk/claim"
@@ -393,7 +392,7 @@ func startPool(cfg *Config, store string, n int) (*pool, error) {
 		spec, _ := json.Marshal(workerSpec{ID: i, Adapter: cfg.Adapter, SHA256: cfg.SHA256, InProcess: cfg.InProcess, Store: store})
 		cmd := exec.Command(exe, WorkerSubcommand)
 		cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		dieWithParent(cmd)
 		wp := &workerProc{id: i, cmd: cmd, errb: &tailBuffer{}}
 		cmd.Stderr = wp.errb
 		if wp.in, err = cmd.StdinPipe(); err != nil {

@@ -12,6 +12,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/aws/smithy-go v1.28.9
+	github.com/cedar-policy/cedar-go v1.9.2
 	github.com/fsouza/fake-gcs-server v1.56.1
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/johannesboyne/gofakes3 v1.2.0
@@ -25,7 +26,6 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/cedar-policy/cedar-go v1.9.2 // indirect
 	github.com/go-json-experiment/json v1.27.2 // indirect
 	github.com/hashicorp/go-plugin v1.8.0 // indirect
 	google.golang.org/grpc v1.85.0 // indirect

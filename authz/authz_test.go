@@ -256,3 +256,9 @@ permit (
 forbid (principal, action == Retain::Action::"tag delete", resource is Retain::Tag)
 when { resource.name like "release-*" };`)
 }
+
+func TestDeniedErrorKind(t *testing.T) {
+	if k := core.KindOf(&DeniedError{}); k != core.ErrPermissionDenied {
+		t.Fatalf("KindOf = %v", k)
+	}
+}

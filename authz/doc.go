@@ -16,6 +16,12 @@
 //	           Retain::Branch::"<store>|<table>|<branch>"    parent: the table
 //	           Retain::Tag::"<store>|<table>|<tag>"          parent: the table
 //
+// The store URI is StoreName(s): the store's core.Location as a URI
+// without query options (file:///data/db, s3://bucket/prefix, never
+// ?endpoint=...), the same string in every check of every package, so a
+// forbid cannot be stepped around by adding an option. A tag's table is the
+// dataset's root in its store ("" when the store URI is the table itself).
+//
 // A branch or tag named without a table has the id "<store>||<name>" and the
 // store as its parent. The resource is the most specific name a request
 // gives (tag, branch, checkpoint, table, store), so `resource in
@@ -66,4 +72,12 @@
 // acts. A refusal is a *DeniedError matching ErrDenied and
 // core.ErrPermissionDenied; a malformed Request (unknown action, no store,
 // no actor) is a core.ErrInvalidArgument error. Both stop the action.
+//
+// Gated: checkpoint Create, Delete and DropLost (as "checkpoint delete"),
+// Reconcile and Recover (as "reconcile", command "registry recover"),
+// retention Run, Resume and Abandon ("cleanup run", command "cleanup
+// run|resume|abandon"), branch Create and Delete, tag Create, UpdateMeta
+// and Delete, and `retain claim takeover` (sdk/claim is not gated itself).
+// NewLazyGate resolves the actor at the first Check, and CheckNote keeps
+// an allow in the context for the store's audit records (Note).
 package authz

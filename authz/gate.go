@@ -59,6 +59,8 @@ type Gate struct {
 	policy *Policy
 	actor  string
 	audit  func(Decision, Request)
+	// lazyActor, when set (NewLazyGate), resolves actor at the first Check.
+	lazyActor func() (string, error)
 }
 
 // NewGate builds a gate for actor under p. audit, when not nil, is called
@@ -67,8 +69,18 @@ func NewGate(p *Policy, actor string, audit func(Decision, Request)) *Gate {
 	return &Gate{policy: p, actor: actor, audit: audit}
 }
 
-// Actor is the gate's actor.
-func (g *Gate) Actor() string { return g.actor }
+// Actor is the gate's actor ("" when a lazy actor cannot be resolved).
+func (g *Gate) Actor() string {
+	a, _ := g.resolveActor()
+	return a
+}
+
+func (g *Gate) resolveActor() (string, error) {
+	if g.lazyActor != nil {
+		return g.lazyActor()
+	}
+	return g.actor, nil
+}
 
 // Policy is the gate's policy.
 func (g *Gate) Policy() *Policy { return g.policy }
@@ -103,26 +115,46 @@ func Check(ctx context.Context, r Request) error {
 // no actor) is an ErrInvalidArgument error; a refusal is a *DeniedError.
 // Either way the action must not run.
 func (g *Gate) Check(r Request) error {
+	_, err := g.check(r)
+	return err
+}
+
+func (g *Gate) check(r Request) (Decision, error) {
 	if g.policy == nil {
 		// A gate without a policy is a wiring mistake; fail closed.
-		return core.Errorf("authorize", string(r.Action), core.ErrInvalidArgument, "the gate has no policy: build it with NewGate(policy, ...)")
+		return Decision{}, core.Errorf("authorize", string(r.Action), core.ErrInvalidArgument, "the gate has no policy: build it with NewGate(policy, ...)")
 	}
-	if err := r.validate(g.actor); err != nil {
+	actor, err := g.resolveActor()
+	if err == nil {
+		err = r.validate(actor)
+	}
+	if err != nil {
+		d := Decision{Errors: []string{err.Error()}}
 		if g.audit != nil {
-			g.audit(Decision{Errors: []string{err.Error()}}, r)
+			g.audit(d, r)
 		}
-		return err
+		return d, err
 	}
-	d := g.policy.Authorize(g.actor, r)
+	d := g.policy.Authorize(actor, r)
 	if g.audit != nil {
 		g.audit(d, r)
 	}
 	if d.Allowed {
-		return nil
+		return d, nil
 	}
 	ids := make([]string, len(d.Reasons))
 	for i, rs := range d.Reasons {
 		ids[i] = rs.ID
 	}
-	return &DeniedError{Action: r.Action, Actor: g.actor, Resource: r.Resource(), Policy: g.policy.file, Reasons: ids, Decision: d}
+	return d, &DeniedError{Action: r.Action, Actor: actor, Resource: r.Resource(), Policy: g.policy.file, Reasons: ids, Decision: d}
+}
+
+// As gives core.KindOf (which uses errors.As) the kind
+// core.ErrPermissionDenied, so --json errors report it.
+func (e *DeniedError) As(target any) bool {
+	if k, ok := target.(*core.Kind); ok {
+		*k = core.ErrPermissionDenied
+		return true
+	}
+	return false
 }

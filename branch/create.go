@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
@@ -124,6 +125,10 @@ func Create(ctx context.Context, s *core.Store, name string, o CreateOptions) (r
 		if strings.HasPrefix(k, refmeta.ReservedPrefix) || k == "" {
 			return nil, core.Errorf("branch-create", name, core.ErrInvalidArgument, "metadata key %q: keys beginning %q are reserved for retain's lifecycle", k, refmeta.ReservedPrefix)
 		}
+	}
+	// Before any read or write: a denial changes nothing.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionBranchCreate, Store: authz.StoreName(s), Table: o.Table, Branch: name}); err != nil {
+		return nil, err
 	}
 	scope := o.Scope
 	if scope == core.ScopeNone {

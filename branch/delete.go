@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -165,6 +166,10 @@ func Delete(ctx context.Context, s *core.Store, name string, opts Options) (*Del
 // other tables are still done.
 func (o Options) Delete(ctx context.Context, s *core.Store, name string) (res *Deleted, err error) {
 	if err := lance.CheckBranchDeletable(name); err != nil {
+		return nil, err
+	}
+	// Before the claim: a denial writes nothing.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionBranchDelete, Store: authz.StoreName(s), Table: o.Table, Branch: name}); err != nil {
 		return nil, err
 	}
 	if err := s.Require(core.FeatureReplaceIfVersion, o.scope(s)); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
@@ -129,6 +130,10 @@ func Create(ctx context.Context, s *core.Store, name, branch string) (*Created, 
 // registry commit, sidecar delete, release.
 func (o Options) Create(ctx context.Context, s *core.Store, name, branch string) (*Created, error) {
 	if err := registry.ValidateName(name); err != nil {
+		return nil, err
+	}
+	// Authorized before any read or write: a denial changes nothing.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointCreate, Store: authz.StoreName(s), Checkpoint: name}); err != nil {
 		return nil, err
 	}
 	if branch == "" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/lance"
@@ -54,6 +55,10 @@ func Delete(ctx context.Context, s *core.Store, nameOrID string) (*Deleted, erro
 // delete_operation_id; release; then every pin tag of the checkpoint is
 // deleted, idempotently. A tag delete that fails only over-retains.
 func (o Options) Delete(ctx context.Context, s *core.Store, nameOrID string) (res *Deleted, err error) {
+	// Before the claim: a denial writes nothing.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointDelete, Store: authz.StoreName(s), Checkpoint: nameOrID}); err != nil {
+		return nil, err
+	}
 	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
 	op := "delete-" + string(registry.NewID())
 	h, err := acquire(ctx, s, o, "checkpoint-delete", op)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/lance"
@@ -107,6 +108,12 @@ func ProvesOtherCommit(ref, got lance.PhysRef) bool {
 func (o Options) DropLost(ctx context.Context, s *core.Store, nameOrID, path string, do DropLostOptions) (res *DroppedLost, err error) {
 	if strings.TrimSpace(do.Reason) == "" {
 		return nil, core.Errorf("drop-lost", path, core.ErrInvalidArgument, "say why with --reason: it is recorded in the checkpoint and the audit log")
+	}
+	// Dropping a pin gives up retention of part of a checkpoint, so it
+	// authorizes as checkpoint delete; before the claim, so a denial
+	// writes nothing.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointDelete, Command: "checkpoint drop-lost", Store: authz.StoreName(s), Checkpoint: nameOrID}); err != nil {
+		return nil, err
 	}
 	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
 	op := "drop-lost-" + string(registry.NewID())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
 	"github.com/retain-dev/retain/internal/fanout"
@@ -159,6 +160,9 @@ func Reconcile(ctx context.Context, s *core.Store) (*Report, error) {
 // and fail closed: nothing more is done on that table. With conflicts the
 // error is ErrConflicts and the report says which.
 func (o Options) Reconcile(ctx context.Context, s *core.Store) (rep *Report, err error) {
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionReconcile, Store: authz.StoreName(s)}); err != nil {
+		return nil, err
+	}
 	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
 	h, err := acquire(ctx, s, o, "reconcile", "reconcile-"+string(registry.NewID()))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
@@ -112,6 +113,12 @@ func Recover(ctx context.Context, s *core.Store, ro RecoverOptions) (*RecoverRep
 // Recover rebuilds, under the claim, the checkpoints the registry lost
 // from their surviving pins (see the comment above).
 func (o Options) Recover(ctx context.Context, s *core.Store, ro RecoverOptions) (rep *RecoverReport, err error) {
+	// Recover rewrites the registry from the pins, the way reconcile
+	// brings pins in line with it, so it authorizes as reconcile. A dry
+	// run too: it takes the claim, a write.
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionReconcile, Command: "registry recover", Store: authz.StoreName(s)}); err != nil {
+		return nil, err
+	}
 	reg := registry.Open(s, registry.Options{Scope: o.scope(s)})
 	op := "recover-" + string(registry.NewID())
 	h, err := acquire(ctx, s, o, "registry-recover", op)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -67,6 +68,10 @@ type AuditRecord struct {
 	FilesFailed int      `json:"files_failed,omitempty"`
 	Failed      []string `json:"failed,omitempty"`
 	Error       string   `json:"error,omitempty"`
+	// Authz is the policy decision that let the operation run, e.g.
+	// `allow by policy "policy0" (/etc/retain/policy.cedar)`; absent
+	// without a policy, so older records read the same.
+	Authz string `json:"authz,omitempty"`
 }
 
 // auditFailedKeys is how many failed keys an audit line names.
@@ -102,6 +107,7 @@ type auditBatch struct {
 
 func (a *auditor) write(ctx context.Context, r AuditRecord) error {
 	r.Format, r.OperationID, r.Actor = 1, a.op, a.actor
+	r.Authz = authz.Note(ctx)
 	if r.Cutoff == "" {
 		r.Cutoff = a.cutoff
 	}

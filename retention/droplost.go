@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -26,6 +27,12 @@ func DropLostPin(ctx context.Context, s *core.Store, o checkpoint.Options, nameO
 			r.Event = AuditPinDropped
 		}
 		return au.write(ctx, r)
+	}
+	// The check here too (DropLost repeats it) so the allow reaches the
+	// audit records.
+	ctx, err := authz.CheckNote(ctx, authz.Request{Action: authz.ActionCheckpointDelete, Command: "checkpoint drop-lost", Store: authz.StoreName(s), Checkpoint: nameOrID})
+	if err != nil {
+		return nil, err
 	}
 	return o.DropLost(ctx, s, nameOrID, path, checkpoint.DropLostOptions{Reason: reason, Audit: audit})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/sdk/core"
@@ -37,5 +38,11 @@ func RecoverRegistry(ctx context.Context, s *core.Store, o checkpoint.Options, r
 		return au.write(ctx, r)
 	}
 	ro.Audit = audit
+	// As in checkpoint.Recover, checked here too so the allow reaches the
+	// audit records.
+	ctx, err := authz.CheckNote(ctx, authz.Request{Action: authz.ActionReconcile, Command: "registry recover", Store: authz.StoreName(s)})
+	if err != nil {
+		return nil, err
+	}
 	return o.Recover(ctx, s, ro)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
@@ -179,6 +180,11 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 		}
 	}
 	if err := checkRun(p, o); err != nil {
+		return nil, err
+	}
+	// Before the claim, so a denial writes nothing; the allow is kept in
+	// ctx for the run's audit records.
+	if ctx, err = authz.CheckNote(ctx, authz.Request{Action: authz.ActionCleanupRun, Command: "cleanup run", Store: authz.StoreName(s)}); err != nil {
 		return nil, err
 	}
 	scope := o.scope(s)
@@ -535,6 +541,9 @@ type ResumeOptions struct {
 // claim takeover` requires); a run whose boundaries were never published
 // deleted nothing and is abandoned.
 func Resume(ctx context.Context, s *core.Store, o ResumeOptions) (rep *RunReport, err error) {
+	if ctx, err = authz.CheckNote(ctx, authz.Request{Action: authz.ActionCleanupRun, Command: "cleanup resume", Store: authz.StoreName(s)}); err != nil {
+		return nil, err
+	}
 	op := o.OperationID
 	if op == "" {
 		open, err := OpenRuns(ctx, s)
@@ -981,6 +990,9 @@ func closeRun(ctx context.Context, jw *journalWriter) error {
 // refused as checkpoint targets. The next run plans afresh. A journal that
 // does not parse is closed without being read (abandonCorrupt).
 func Abandon(ctx context.Context, s *core.Store, op string, o ResumeOptions) (j *Journal, err error) {
+	if ctx, err = authz.CheckNote(ctx, authz.Request{Action: authz.ActionCleanupRun, Command: "cleanup abandon", Store: authz.StoreName(s)}); err != nil {
+		return nil, err
+	}
 	if j, _, err = ReadJournal(ctx, s, op); err != nil && !errors.Is(err, ErrCorruptJournal) && core.KindOf(err) != core.ErrNotFound {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lance"
@@ -101,6 +102,13 @@ func New(ds *lance.Dataset, o Options) *Tags {
 		o.Scope = core.ScopeGlobal
 	}
 	return &Tags{ds: ds, opts: o}
+}
+
+// authorize checks a tag write with the gate in ctx, before anything is
+// read or written. The table is the dataset's root in its store ("" when
+// the store is the table itself).
+func (t *Tags) authorize(ctx context.Context, a authz.Action, name string) error {
+	return authz.Check(ctx, authz.Request{Action: a, Store: authz.StoreName(t.ds.Store), Table: t.ds.Root, Tag: name})
 }
 
 // Dataset is the dataset the tags belong to.
@@ -241,6 +249,9 @@ type CreateOptions struct {
 // must exist; its manifest size is recorded as Lance records it.
 func (t *Tags) Create(ctx context.Context, name string, o CreateOptions) (Result, error) {
 	if err := tagWritable("create-tag", name); err != nil {
+		return Result{}, err
+	}
+	if err := t.authorize(ctx, authz.ActionTagCreate, name); err != nil {
 		return Result{}, err
 	}
 	if err := lance.ValidateTagName(name); err != nil {
@@ -419,6 +430,9 @@ func (t *Tags) UpdateMeta(ctx context.Context, name string, u MetaUpdate) (Resul
 	if err := tagWritable(op, name); err != nil {
 		return Result{}, err
 	}
+	if err := t.authorize(ctx, authz.ActionTagUpdate, name); err != nil {
+		return Result{}, err
+	}
 	if err := tagUserMeta(op, name, u.Set); err != nil {
 		return Result{}, err
 	}
@@ -483,6 +497,9 @@ func (t *Tags) UpdateMeta(ctx context.Context, name string, u MetaUpdate) (Resul
 func (t *Tags) Delete(ctx context.Context, name, ifToken string) (Result, error) {
 	const op = "delete-tag"
 	if err := tagWritable(op, name); err != nil {
+		return Result{}, err
+	}
+	if err := t.authorize(ctx, authz.ActionTagDelete, name); err != nil {
 		return Result{}, err
 	}
 	s := t.ds.Store

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -128,6 +129,11 @@ store is free for the next operation.`,
 				return err
 			}
 			defer s.Close()
+			// sdk/claim knows nothing of policies: the takeover is
+			// authorized here, before it writes.
+			if err := authz.Check(cmd.Context(), authz.Request{Action: authz.ActionClaimTakeover, Store: authz.StoreName(s)}); err != nil {
+				return err
+			}
 			req := claim.Request{Action: "takeover", Actor: actor, Scope: claim.ScopeFor(loc), Logger: a.logger()}
 			var h *claim.Handle
 			if unreadable != "" {

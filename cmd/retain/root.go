@@ -49,6 +49,8 @@ type app struct {
 	maxRPS float64
 	// actorFlag: --actor (see actor.go).
 	actorFlag string
+	// policyFlag: --policy (see policy.go).
+	policyFlag string
 	// onInterrupt is the command that continues what a command stopped by
 	// a signal leaves resumable (cleanup run sets it once it has an
 	// operation); printed after the error.
@@ -194,7 +196,10 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	// arguments) are usage errors; PersistentPreRun marks that one ran.
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		a.ran = true
-		return a.checkLogLevel(cmd)
+		if err := a.checkLogLevel(cmd); err != nil {
+			return err
+		}
+		return a.setupPolicy(cmd)
 	}
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print machine-readable JSON")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", envOr("RETAIN_LOG", "warn"), "log level ("+strings.Join(logLevels, ", ")+"); env RETAIN_LOG")
@@ -203,6 +208,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.PersistentFlags().Float64Var(&a.maxRPS, "max-rps", envFloat("RETAIN_MAX_RPS"), "cap the requests per second to the store (0: no cap), for a bucket other workloads share; env RETAIN_MAX_RPS")
 	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 64 for S3, GCS and Azure); env RETAIN_PARALLELISM", core.MaxParallelism))
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
+	root.PersistentFlags().StringVar(&a.policyFlag, "policy", "", "authorize every mutating action with this Cedar policy file; a denial exits 1 and writes nothing (default: env "+policyEnv+"; none: no authorization)")
 	versionCmd := a.versionCmd()
 	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
 	refuseUnknownCommands(root)

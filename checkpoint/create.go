@@ -44,6 +44,9 @@ type Options struct {
 	Actor string
 	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
+	// Host names this process's host in the claim (claim.Request.Host);
+	// default os.Hostname(). The fleet daemon puts its identity here.
+	Host string
 	// Gates are adapter gates to hold with the claim, taken in canonical
 	// order by core.Store.WithGates. None by default.
 	Gates []string
@@ -419,7 +422,7 @@ func registryDataset(s *core.Store) *lance.Dataset {
 }
 
 func acquire(ctx context.Context, s *core.Store, o Options, action, op string) (*claim.Handle, error) {
-	return claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: action, Actor: o.Actor, Scope: o.scope(s)})
+	return claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: action, Actor: o.Actor, Scope: o.scope(s), Host: o.Host})
 }
 
 // withGates runs fn holding o.Gates (if any).

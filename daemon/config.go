@@ -57,6 +57,21 @@ type Config struct {
 	// MaxRPS caps the requests per second to the store, as --max-rps
 	// does; 0 (the default) is no cap.
 	MaxRPS float64 `json:"max_rps,omitempty"`
+
+	// Stores are the store URIs the daemon keeps, beside those on its
+	// command line.
+	Stores []string `json:"stores,omitempty"`
+	// Discover are URIs under which every child holding a retain registry
+	// or a Lance table is a store, found again before each round.
+	Discover []string `json:"discover,omitempty"`
+	// Concurrency bounds the stores in a pass at once. Default 4.
+	Concurrency int `json:"concurrency,omitempty"`
+	// Identity names this replica (--identity wins): it orders the stores
+	// and is recorded as the host in every claim the daemon takes, so a
+	// restart under the same identity may finish what it left. At most
+	// one process may run under an identity at a time (a StatefulSet pod
+	// name is such an identity; docs/production.md).
+	Identity string `json:"identity,omitempty"`
 }
 
 // RetentionConfig is the window and how retention may run.
@@ -78,7 +93,17 @@ type RetentionConfig struct {
 const (
 	DefaultInterval       = time.Hour
 	DefaultRetentionEvery = 24 * time.Hour
+	DefaultConcurrency    = 4
+	MaxConcurrency        = 256
 )
+
+// concurrency is the stores-in-flight bound with its default.
+func (c Config) concurrency() int {
+	if c.Concurrency <= 0 {
+		return DefaultConcurrency
+	}
+	return c.Concurrency
+}
 
 // LoadConfig reads a config file; "" gives the defaults. Every error about
 // a key or value names the file and line (a *ConfigError).
@@ -141,6 +166,8 @@ func (c Config) validate(at func(key string) (string, int)) error {
 		return bad("parallelism", "parallelism must be between 1 and %d (0: the adapter's default), got %d", core.MaxParallelism, c.Parallelism)
 	case c.MaxRPS < 0:
 		return bad("max_rps", "max_rps may not be negative (0: no cap), got %v", c.MaxRPS)
+	case c.Concurrency < 0 || c.Concurrency > MaxConcurrency:
+		return bad("concurrency", "concurrency must be between 1 and %d (0: %d), got %d", MaxConcurrency, DefaultConcurrency, c.Concurrency)
 	case c.Retention.KeepLast < 0:
 		return bad("retention.keep_last", "keep_last may not be negative (got %d)", c.Retention.KeepLast)
 	case c.Interval > 0 && time.Duration(c.Interval) < 100*time.Millisecond:
@@ -155,6 +182,9 @@ func (c Config) validate(at func(key string) (string, int)) error {
 	}
 	if err := checkConfigActor(c.Actor); err != "" {
 		return bad("actor", "actor %s", err)
+	}
+	if err := checkConfigActor(c.Identity); err != "" {
+		return bad("identity", "identity %s", err)
 	}
 	return nil
 }

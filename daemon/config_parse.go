@@ -39,7 +39,7 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps"},
+	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "identity"},
 	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
 }
 
@@ -88,6 +88,20 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			return intValue(path, v, at, &c.Parallelism)
 		case "max_rps":
 			return floatValue(path, v, at, &c.MaxRPS)
+		case "concurrency":
+			return intValue(path, v, at, &c.Concurrency)
+		case "identity":
+			s, err := stringValue(path, v, at)
+			c.Identity = s
+			return err
+		case "stores":
+			l, err := stringList(path, v, at)
+			c.Stores = l
+			return err
+		case "discover":
+			l, err := stringList(path, v, at)
+			c.Discover = l
+			return err
 		case "retention":
 			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
 				switch path {
@@ -302,4 +316,22 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// stringList reads a list of text values (store URIs).
+func stringList(key string, v *yaml.Node, at func(int, string, ...any) error) ([]string, error) {
+	if isNull(v) {
+		return nil, nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return nil, at(v.Line, "%s must be a list of store URIs, not %s", key, nodeKind(v))
+	}
+	out := make([]string, 0, len(v.Content))
+	for _, e := range v.Content {
+		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" || strings.TrimSpace(e.Value) == "" {
+			return nil, at(e.Line, "every entry of %s must be a store URI written as text, not %s", key, nodeKind(e))
+		}
+		out = append(out, e.Value)
+	}
+	return out, nil
 }

@@ -29,6 +29,16 @@ type Daemon struct {
 	Metrics *Metrics
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Identity names this replica in every claim it takes (as the claim's
+	// host): a claim left by a process of the same identity that provably
+	// stopped is this replica's to finish. "" is the host name.
+	Identity string
+	// Shared: other replicas keep the same store. Each pass then reads the
+	// store's record first and is skipped when another replica finished
+	// one within the interval (retention is due by the record's stamp,
+	// not by this process's start), and the record is merged, not
+	// overwritten. The fleet sets it.
+	Shared bool
 
 	guard         sync.Mutex // the in-flight guard: one pass at a time
 	started       bool
@@ -58,6 +68,12 @@ type PassReport struct {
 	ClaimHolder string
 	// RetentionCompleted: the stamp advanced.
 	RetentionCompleted bool
+	// Skipped says why a shared store's pass did nothing: another replica
+	// finished one within the interval.
+	Skipped string `json:",omitempty"`
+	// TookOver is the proof on which the pass took over a claim its own
+	// identity left behind.
+	TookOver string `json:",omitempty"`
 	// StateError is why the daemon's record could not be written.
 	StateError string `json:",omitempty"`
 }
@@ -85,9 +101,17 @@ func (d *Daemon) now() time.Time {
 	return time.Now()
 }
 
-func (d *Daemon) actor() string {
-	if d.Config.Actor != "" {
-		return d.Config.Actor
+func (d *Daemon) actor() string { return ActorOf(d.Config, d.Identity) }
+
+// ActorOf is who a daemon acts as, in its claims, audit lines and
+// authorization: the config's actor, else its identity, else
+// retain-daemon@host.
+func ActorOf(c Config, identity string) string {
+	if c.Actor != "" {
+		return c.Actor
+	}
+	if identity != "" {
+		return identity
 	}
 	host, _ := os.Hostname()
 	return "retain-daemon@" + host
@@ -201,6 +225,24 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		d.loadState(ctx)
 	}
 	r := &PassReport{Started: d.now().UTC(), Enabled: d.Config.IsEnabled()}
+	if d.Shared {
+		// The record, not this process's start, says what is due: the
+		// replicas share the work.
+		first = false
+		if why := d.sharedSkip(ctx); why != "" {
+			r.Skipped = why
+			r.Finished = r.Started
+			// The store is kept: this replica's gauges say so, or they
+			// would hold a stale failure or claim wait until it next works
+			// on the store itself.
+			d.Metrics.LastPassSuccess.Set(1)
+			d.Metrics.LastPassTime.Set(float64(r.Finished.Unix()))
+			d.Metrics.ClaimHeld.Set(0)
+			d.last.Store(r)
+			d.Logger.Debug("pass skipped", "why", why)
+			return r
+		}
+	}
 	d.Metrics.Passes.Inc()
 	defer func() {
 		r.Finished = d.now().UTC()
@@ -210,6 +252,9 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		ok := 0.0
 		if r.Err() == nil {
 			ok = 1
+			if r.ClaimHolder == "" && r.Enabled {
+				d.Metrics.LastCompletedPass.Set(float64(r.Finished.Unix()))
+			}
 		}
 		d.Metrics.LastPassSuccess.Set(ok)
 		d.Metrics.LastPassTime.Set(float64(r.Finished.Unix()))
@@ -218,10 +263,19 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	if !r.Enabled {
 		return r
 	}
-	popts := checkpoint.Options{Actor: d.actor()}
+	popts := checkpoint.Options{Actor: d.actor(), Host: d.Identity}
+	d.Metrics.ClaimHeld.Set(0)
 
 	// 1. Reconcile, online: no deletions of data.
 	rep, err := popts.Reconcile(ctx, d.Store)
+	resume := false
+	if took, cleanup := d.ownDeadClaim(ctx, err, r); took {
+		rep, err = popts.Reconcile(ctx, d.Store)
+	} else if cleanup {
+		// A cleanup run this identity left: the retention part resumes it
+		// (taking its claim over on the same proof), due or not.
+		resume = true
+	}
 	r.Reconcile = rep
 	if rep != nil {
 		d.Metrics.Pins.WithLabelValues("repaired").Set(float64(len(rep.Repaired)))
@@ -235,6 +289,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		r.ClaimHolder = holder(err)
 		r.ReconcileError = err.Error()
 		d.Metrics.ClaimWaits.Inc()
+		d.claimHeld(err)
 		d.Logger.Warn("reconcile skipped: the retention claim is held", "holder", r.ClaimHolder)
 	default:
 		r.ReconcileError = err.Error()
@@ -244,7 +299,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 
 	// 2. Retention, on the tail of the same pass.
 	now := d.now()
-	r.RetentionDue = d.Config.RetentionOn() && (first || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
+	r.RetentionDue = d.Config.RetentionOn() && (first || resume || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
 	if !r.RetentionDue {
 		return r
 	}
@@ -265,6 +320,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		r.ClaimHolder = holder(err)
 		r.RetentionError = err.Error()
 		d.Metrics.ClaimWaits.Inc()
+		d.claimHeld(err)
 		d.Logger.Warn("retention skipped: the retention claim is held by another process; retrying on the next tick", "holder", r.ClaimHolder)
 	default:
 		d.retryPending = true
@@ -286,7 +342,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 	}
 	if len(open) > 0 {
 		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
-		rr, err := retention.Resume(ctx, d.Store, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(),
+		rr, err := retention.Resume(ctx, d.Store, retention.ResumeOptions{OperationID: open[0], Actor: d.actor(), Host: d.Identity,
 			Online: !d.Config.Retention.WritersStopped})
 		r.Resumed = rr
 		d.logRemovals(rr)
@@ -294,7 +350,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 			return fmt.Errorf("finishing cleanup run %s: %w", open[0], err)
 		}
 	}
-	o := retention.RunOptions{Actor: d.actor(), IsolateReconcile: true}
+	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
 		o.ConfirmWriteOutage = true
 	} else {
@@ -401,6 +457,9 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 	st.Interval, st.Every = d.Config.interval().String(), d.Config.every().String()
 	host, _ := os.Hostname()
 	st.Daemon = fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+	if d.Identity != "" {
+		st.Daemon = fmt.Sprintf("%s (pid %d on %s)", d.Identity, os.Getpid(), host)
+	}
 	end := r.Finished
 	st.LastPass = &end
 	if !d.lastRetention.IsZero() {
@@ -422,7 +481,14 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 	if d.Store.ReadOnly() || !d.Config.IsEnabled() {
 		return // disabled: no background mutation at all, not even the record
 	}
-	if err := writeState(ctx, d.Store, st); err != nil {
+	if d.Shared && r.ClaimHolder != "" && !r.RetentionCompleted {
+		return // the holder did this store's work; it writes the record
+	}
+	write := writeState
+	if d.Shared {
+		write = mergeState
+	}
+	if err := write(ctx, d.Store, st); err != nil {
 		r.StateError = err.Error()
 		d.Logger.Warn("the daemon's record could not be written", "key", StateKey, "error", err)
 	}

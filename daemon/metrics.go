@@ -27,13 +27,34 @@ type Metrics struct {
 	RetentionFailures prometheus.Gauge
 	LastPassSuccess   prometheus.Gauge // 1 when the last pass's Err was nil
 	LastPassTime      prometheus.Gauge
+	LastCompletedPass prometheus.Gauge // when a pass of this process last succeeded
+	ClaimHeld         prometheus.Gauge // how long another held the claim, when the last pass found it held
 }
 
-// NewMetrics registers the metrics on a fresh registry.
+// NewMetrics registers the metrics on a fresh registry, with the go_* and
+// process_* collectors.
 func NewMetrics() *Metrics {
+	r := NewRegistry()
+	m := NewStoreMetrics(r)
+	m.Registry = r
+	return m
+}
+
+// NewRegistry is a registry with the standard process and Go runtime
+// metrics (go_*, process_*), as the default registry would have them.
+func NewRegistry() *prometheus.Registry {
 	r := prometheus.NewRegistry()
-	f := func(c prometheus.Collector) { r.MustRegister(c) }
-	m := &Metrics{Registry: r,
+	r.MustRegister(collectors.NewGoCollector())
+	r.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// NewStoreMetrics registers one store's metrics on reg; a fleet wraps reg
+// with the store's label (prometheus.WrapRegistererWith), so every series
+// names its store. Registry is left nil: serve the registry reg belongs to.
+func NewStoreMetrics(reg prometheus.Registerer) *Metrics {
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{
 		LiveCheckpoints: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_checkpoints_live", Help: "Live checkpoints in the registry."}),
 		PinnedVersions:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_pinned_versions", Help: "Table versions pinned by live checkpoints."}),
 		Pins: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "retain_pins", Help: "Pins found by the last pass: missing or conflicting (live checkpoints' pins not in order), repaired and orphan (reclaimed) by its reconcile."},
@@ -56,14 +77,12 @@ func NewMetrics() *Metrics {
 		RetentionFailures: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_retention_failures", Help: "Failed retention passes since the last completed one."}),
 		LastPassSuccess:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_success", Help: "1 if the last maintenance pass succeeded (its retention, when due, completed and its record was written), 0 if it failed or none has finished yet."}),
 		LastPassTime:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_timestamp_seconds", Help: "When the last maintenance pass finished (0: none yet)."}),
+		LastCompletedPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_completed_pass_timestamp_seconds", Help: "When a maintenance pass of this process last succeeded on the store (0: never); across replicas, max by (store) is the store's last completed pass."}),
+		ClaimHeld:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_claim_held_seconds", Help: "How long the retention claim had been held by another process when the last pass found it held (0: it was free)."}),
 	}
-	// The standard process and Go runtime metrics (go_*, process_*), as
-	// the default registry would have them.
-	f(collectors.NewGoCollector())
-	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
 		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
-		m.LastPassSuccess, m.LastPassTime} {
+		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {

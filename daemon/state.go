@@ -64,3 +64,41 @@ func writeState(ctx context.Context, s *core.Store, st *State) error {
 	_, err = s.PutBytes(ctx, StateKey, b, core.PutOptions{Mode: core.PutOverwrite})
 	return err
 }
+
+// mergeState writes st for a store other replicas keep too: it keeps the
+// later stamp of the record it replaces and, where the store offers
+// replace-if-version, writes only over the version it read (a lost race
+// reads and merges again), so one replica's record never rolls back
+// another's completed retention.
+func mergeState(ctx context.Context, s *core.Store, st *State) error {
+	conditional := s.Require(core.FeatureReplaceIfVersion, core.ScopeGlobal) == nil && s.Require(core.FeatureCreateIfAbsent, core.ScopeGlobal) == nil
+	for range 3 {
+		b, info, err := s.ReadAll(ctx, StateKey)
+		mode, ifv := core.PutCreateIfAbsent, ""
+		switch {
+		case errors.Is(err, core.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			mode, ifv = core.PutReplaceIfVersion, info.Version
+			var old State
+			if json.Unmarshal(b, &old) == nil && old.LastRetention != nil && (st.LastRetention == nil || old.LastRetention.After(*st.LastRetention)) {
+				st.LastRetention, st.NextRetentionDue, st.LastRetentionOperation = old.LastRetention, old.NextRetentionDue, old.LastRetentionOperation
+			}
+		}
+		if !conditional {
+			mode, ifv = core.PutOverwrite, ""
+		}
+		st.Format = 1
+		body, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = s.PutBytes(ctx, StateKey, body, core.PutOptions{Mode: mode, IfVersion: ifv})
+		if errors.Is(err, core.ErrPreconditionFailed) || errors.Is(err, core.ErrAlreadyExists) {
+			continue
+		}
+		return err
+	}
+	return core.Errorf("daemon-state", StateKey, core.ErrPreconditionFailed, "other replicas kept rewriting the record; it is written on the next pass")
+}

@@ -63,6 +63,9 @@ type RunOptions struct {
 	Actor string
 	// Scope of the store's writers; zero means claim.ScopeFor(s.Location()).
 	Scope core.Scope
+	// Host names this process's host in the claim (claim.Request.Host);
+	// default os.Hostname(). The fleet daemon puts its identity here.
+	Host string
 	// OperationID names the run; default "cleanup-<new id>".
 	OperationID string
 	// Progress, if set, is called after each table.
@@ -195,7 +198,7 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 	if err := checkOp(op); err != nil {
 		return nil, err
 	}
-	h, err := claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: "cleanup", Actor: o.Actor, Scope: scope})
+	h, err := claim.Acquire(ctx, s, claim.Request{OperationID: op, Action: "cleanup", Actor: o.Actor, Scope: scope, Host: o.Host})
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,21 @@ func TestFleetReplicasShareStores(t *testing.T) {
 	if _, err := c.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("fleet"), Key: aws.String("tenants/notes/readme.txt"), Body: strings.NewReader("x")}); err != nil {
 		t.Fatal(err)
 	}
+	keys := func() map[string]bool {
+		out := map[string]bool{}
+		p := awss3.NewListObjectsV2Paginator(c, &awss3.ListObjectsV2Input{Bucket: aws.String("fleet"), Prefix: aws.String("tenants/")})
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range page.Contents {
+				out[*o.Key] = true
+			}
+		}
+		return out
+	}
+	before := keys()
 	dir := t.TempDir()
 	writeCfg := func(name string, concurrency int) string {
 		p := filepath.Join(dir, name)
@@ -137,8 +152,17 @@ func TestFleetReplicasShareStores(t *testing.T) {
 	}
 
 	// Every store cleaned per its window, every removed version in exactly
-	// one audit line, and the victim's lines all r1's.
-	for _, s := range stores {
+	// one audit line, the objects gone from each store exactly those the
+	// lines count, and the victim's lines all r1's.
+	after := keys()
+	for i, s := range stores {
+		gone := 0
+		for k := range before {
+			if !after[k] && strings.HasPrefix(k, fmt.Sprintf("tenants/s%02d/", i)) {
+				gone++
+			}
+		}
+		counted := 0
 		out, errs, code := retainEnv(t, env, "audit", s, "--json")
 		if code != 0 {
 			t.Fatalf("audit %s: %d %s", s, code, errs)
@@ -158,6 +182,10 @@ func TestFleetReplicasShareStores(t *testing.T) {
 			for _, v := range l.Versions {
 				seen[l.Table+" "+v]++
 			}
+			counted += l.FilesRemoved
+		}
+		if gone == 0 || counted != gone {
+			t.Errorf("%s: %d objects gone, the removed lines count %d", s, gone, counted)
 		}
 		var got []string
 		for k, c := range seen {

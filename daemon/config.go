@@ -66,12 +66,13 @@ type Config struct {
 	Discover []string `json:"discover,omitempty"`
 	// Concurrency bounds the stores in a pass at once. Default 4.
 	Concurrency int `json:"concurrency,omitempty"`
-	// Identity names this replica (--identity wins): it orders the stores
-	// and is recorded as the host in every claim the daemon takes, so a
-	// restart under the same identity may finish what it left. At most
-	// one process may run under an identity at a time (a StatefulSet pod
-	// name is such an identity; docs/production.md).
-	Identity string `json:"identity,omitempty"`
+	// Identity names this replica (--identity; never from the file, which
+	// replicas share): it orders the stores and is recorded as the host in
+	// every claim the daemon takes, so a restart under the same identity
+	// may finish what it left. At most one process may run under an
+	// identity at a time (a StatefulSet pod name is such an identity;
+	// docs/production.md).
+	Identity string `json:"-"`
 }
 
 // RetentionConfig is the window and how retention may run.

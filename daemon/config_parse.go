@@ -39,7 +39,7 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "identity"},
+	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency"},
 	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
 }
 
@@ -90,10 +90,6 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			return floatValue(path, v, at, &c.MaxRPS)
 		case "concurrency":
 			return intValue(path, v, at, &c.Concurrency)
-		case "identity":
-			s, err := stringValue(path, v, at)
-			c.Identity = s
-			return err
 		case "stores":
 			l, err := stringList(path, v, at)
 			c.Stores = l

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -268,13 +269,12 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 
 	// 1. Reconcile, online: no deletions of data.
 	rep, err := popts.Reconcile(ctx, d.Store)
-	resume := false
-	if took, cleanup := d.ownDeadClaim(ctx, err, r); took {
+	// A cleanup run this identity left (resume != ""): the retention part
+	// resumes exactly it, taking its claim over on the same proof, due or
+	// not and with or without a window.
+	took, resume := d.ownDeadClaim(ctx, err, r)
+	if took {
 		rep, err = popts.Reconcile(ctx, d.Store)
-	} else if cleanup {
-		// A cleanup run this identity left: the retention part resumes it
-		// (taking its claim over on the same proof), due or not.
-		resume = true
 	}
 	r.Reconcile = rep
 	if rep != nil {
@@ -299,11 +299,11 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 
 	// 2. Retention, on the tail of the same pass.
 	now := d.now()
-	r.RetentionDue = d.Config.RetentionOn() && (first || resume || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
+	r.RetentionDue = resume != "" || d.Config.RetentionOn() && (first || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
 	if !r.RetentionDue {
 		return r
 	}
-	err = d.retention(ctx, r)
+	err = d.retention(ctx, r, resume)
 	switch {
 	case err == nil:
 		r.RetentionCompleted = true
@@ -316,7 +316,10 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		d.Logger.Info("retention_completed", "operation", r.Retention.OperationID, "tables", tot.Tables, "versions_removed", tot.VersionsRemoved,
 			"files_removed", tot.FilesDeleted, "bytes_removed", tot.BytesDeleted, "next_due", d.lastRetention.Add(d.Config.every()).UTC().Format(time.RFC3339))
 	case errors.Is(err, claim.ErrHeld):
-		d.retryPending = true
+		// Shared: the holder is doing this store's retention, and the
+		// record it writes says when the next is due; retrying on the next
+		// tick would run a second cleanup right after its.
+		d.retryPending = !d.Shared
 		r.ClaimHolder = holder(err)
 		r.RetentionError = err.Error()
 		d.Metrics.ClaimWaits.Inc()
@@ -334,11 +337,15 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	return r
 }
 
-// retention finishes an unfinished run, then runs the window's cleanup.
-func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
+// retention finishes an unfinished run (first the one named by resume),
+// then runs the window's cleanup when one is configured.
+func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) error {
 	open, err := retention.OpenRuns(ctx, d.Store)
 	if err != nil {
 		return err
+	}
+	if i := slices.Index(open, resume); i > 0 {
+		open[0], open[i] = open[i], open[0]
 	}
 	if len(open) > 0 {
 		d.Logger.Info("finishing an unfinished cleanup run first", "operation", open[0])
@@ -349,6 +356,9 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport) error {
 		if err != nil {
 			return fmt.Errorf("finishing cleanup run %s: %w", open[0], err)
 		}
+	}
+	if !d.Config.RetentionOn() {
+		return nil
 	}
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
@@ -460,6 +470,7 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 	if d.Identity != "" {
 		st.Daemon = fmt.Sprintf("%s (pid %d on %s)", d.Identity, os.Getpid(), host)
 	}
+	st.Identity = d.Identity
 	end := r.Finished
 	st.LastPass = &end
 	if !d.lastRetention.IsZero() {

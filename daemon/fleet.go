@@ -47,10 +47,11 @@ type Fleet struct {
 	// series carry its URI as the label store.
 	Registry *prometheus.Registry
 
-	mu      sync.Mutex
-	daemons map[string]*Daemon
-	last    map[string]*StoreReport
-	rounds  atomic.Int64
+	mu          sync.Mutex
+	daemons     map[string]*Daemon
+	last        map[string]*StoreReport
+	discoverErr []string // the last round's
+	rounds      atomic.Int64
 }
 
 // StoreReport is one store's part of a round.
@@ -61,10 +62,15 @@ type StoreReport struct {
 	OpenError string `json:"open_error,omitempty"`
 }
 
-// Err is why the store's pass failed, nil when it did not.
+// Err is why the store's pass failed, nil when it did not. A pass that
+// found the claim held by another replica did not fail: waiting for it is
+// how replicas share a store.
 func (r *StoreReport) Err() error {
 	if r.OpenError != "" {
 		return fmt.Errorf("%s: %s", r.Store, r.OpenError)
+	}
+	if r.Pass != nil && r.Pass.ClaimHolder != "" && r.Pass.StateError == "" {
+		return nil
 	}
 	if err := r.Pass.Err(); err != nil {
 		return fmt.Errorf("%s: %w", r.Store, err)
@@ -144,7 +150,12 @@ func Order(identity string, stores []string) []string {
 func (f *Fleet) stores(ctx context.Context, rep *RoundReport) []string {
 	seen := map[string]bool{}
 	var out []string
+	// One store spelled two ways (a path and file://, a trailing '/') is
+	// one store: its passes would otherwise race each other for its claim.
 	add := func(u string) {
+		if loc, err := core.ParseLocation(u); err == nil {
+			u = loc.String()
+		}
 		if !seen[u] {
 			seen[u] = true
 			out = append(out, u)
@@ -238,6 +249,9 @@ func (f *Fleet) Round(ctx context.Context) *RoundReport {
 		}
 	}
 	rep.Finished = time.Now().UTC()
+	f.mu.Lock()
+	f.discoverErr = rep.DiscoverErrors
+	f.mu.Unlock()
 	f.rounds.Add(1)
 	return rep
 }
@@ -323,6 +337,9 @@ func (f *Fleet) lastErr() error {
 			errs = append(errs, err)
 		}
 	}
+	for _, e := range f.discoverErr {
+		errs = append(errs, errors.New(e))
+	}
 	return errors.Join(errs...)
 }
 
@@ -346,12 +363,18 @@ func (f *Fleet) Handler() http.Handler {
 		total, bad := len(f.last), 0
 		var one error
 		for _, r := range f.last {
-			if err := r.Err(); err != nil && (r.Pass == nil || r.Pass.ClaimHolder == "") {
+			if err := r.Err(); err != nil {
 				bad++
 				one = err
 			}
 		}
+		disc := f.discoverErr
 		f.mu.Unlock()
+		if total == 0 && len(disc) > 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: no store found; %s\n", disc[0])
+			return
+		}
 		if total > 0 && bad == total {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: every store's last pass failed (%d), e.g. %v\n", bad, one)

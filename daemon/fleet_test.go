@@ -38,14 +38,14 @@ func TestOrderSpreadsReplicas(t *testing.T) {
 	}
 }
 
-// stores, discover, concurrency and identity parse, and a bad one names
-// its line.
+// stores, discover and concurrency parse, a bad one names its line, and
+// identity is refused: a file replicas share cannot name one of them.
 func TestConfigFleetKeys(t *testing.T) {
-	c, err := ParseConfig("f.yaml", []byte("stores: [\"s3://b/a\", \"file:///x\"]\ndiscover:\n  - s3://b/tenants\nconcurrency: 8\nidentity: retain-0\n"))
+	c, err := ParseConfig("f.yaml", []byte("stores: [\"s3://b/a\", \"file:///x\"]\ndiscover:\n  - s3://b/tenants\nconcurrency: 8\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.Stores, []string{"s3://b/a", "file:///x"}) || !slices.Equal(c.Discover, []string{"s3://b/tenants"}) || c.Concurrency != 8 || c.Identity != "retain-0" {
+	if !slices.Equal(c.Stores, []string{"s3://b/a", "file:///x"}) || !slices.Equal(c.Discover, []string{"s3://b/tenants"}) || c.Concurrency != 8 {
 		t.Fatalf("parsed %+v", c)
 	}
 	for text, want := range map[string]string{
@@ -53,6 +53,7 @@ func TestConfigFleetKeys(t *testing.T) {
 		"interval: 1h\nconcurrency: 0.5\n": "f.yaml:2: concurrency must be a whole number",
 		"concurrency: 1000\n":              "f.yaml:1: concurrency must be between 1 and 256",
 		"discover: [\"\"]\n":               "f.yaml:1: every entry of discover must be a store URI",
+		"identity: retain-0\n":             `f.yaml:1: unknown key "identity"`,
 	} {
 		_, err := ParseConfig("f.yaml", []byte(text))
 		if err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {

@@ -11,7 +11,9 @@ import (
 )
 
 // ownDeadClaim handles a pass that found the claim held by a process of
-// this replica's own identity (the claim's host) that provably stopped:
+// this replica's own identity (the claim's host) and actor — a daemon of
+// this identity, never a CLI command in a container that shares the host
+// name — that provably stopped:
 // the same proof `retain claim takeover` accepts without an attestation
 // (claim.DeadHere: boot id changed, pid gone or reused). A cleanup run
 // with a journal is left to the retention part, whose resume takes the
@@ -21,20 +23,22 @@ import (
 // released here (took=true) and the caller tries again. A claim of
 // another identity is never touched: only an operator's attestation
 // (`retain claim takeover --owner-dead-attested`) frees it.
-func (d *Daemon) ownDeadClaim(ctx context.Context, err error, r *PassReport) (took, cleanup bool) {
+func (d *Daemon) ownDeadClaim(ctx context.Context, err error, r *PassReport) (took bool, resume string) {
 	var held *claim.HeldError
-	if !errors.As(err, &held) || held.Holder == nil || held.Dead == "" {
-		return false, false
+	if d.Identity == "" || !errors.As(err, &held) || held.Holder == nil || held.Dead == "" {
+		return false, ""
 	}
 	p := held.Holder
+	if p.Host != d.Identity || p.Actor != d.actor() {
+		return false, ""
+	}
 	if p.Action == "cleanup" || p.Action == "cleanup-resume" {
 		open, oerr := retention.OpenRuns(ctx, d.Store)
 		if oerr != nil {
-			return false, false
+			return false, ""
 		}
 		if slices.Contains(open, p.OperationID) {
-			r.TookOver = held.Dead
-			return false, true
+			return false, p.OperationID
 		}
 	}
 	req := claim.TakeoverRequest{
@@ -45,15 +49,15 @@ func (d *Daemon) ownDeadClaim(ctx context.Context, err error, r *PassReport) (to
 	h, terr := claim.Takeover(ctx, d.Store, req)
 	if terr != nil {
 		d.Logger.Warn("cannot take over the claim this identity left", "operation", p.OperationID, "error", terr)
-		return false, false
+		return false, ""
 	}
 	if rerr := h.Release(ctx); rerr != nil {
 		d.Logger.Warn("took over the claim this identity left but cannot release it", "operation", p.OperationID, "error", rerr)
-		return false, false
+		return false, ""
 	}
 	r.TookOver = held.Dead
 	d.Logger.Info("took over the claim this identity left", "operation", p.OperationID, "action", p.Action, "proof", held.Dead)
-	return true, false
+	return true, ""
 }
 
 // claimHeld sets how long another process had held the claim.
@@ -76,9 +80,11 @@ func (d *Daemon) sharedSkip(ctx context.Context) string {
 	}
 	if st.LastRetention != nil && st.LastRetention.After(d.lastRetention) {
 		d.lastRetention = *st.LastRetention
+		d.state.LastRetentionOperation = st.LastRetentionOperation
 		d.Metrics.LastRetention.Set(float64(d.lastRetention.Unix()))
 	}
-	if d.retryPending || st.LastPass == nil {
+	if d.retryPending || st.LastPass == nil || st.Identity == d.Identity {
+		// This replica's own record: its interval governs, as for one daemon.
 		return ""
 	}
 	now := d.now()

@@ -36,6 +36,9 @@ type State struct {
 	LastError         string `json:"last_error,omitempty"`
 	// Daemon names the process that wrote the record.
 	Daemon string `json:"daemon"`
+	// Identity is the writer's --identity, when it had one: a replica
+	// skips a store whose fresh record another identity wrote.
+	Identity string `json:"identity,omitempty"`
 }
 
 // ReadState reads the record; a store the daemon never ran on has none
@@ -82,7 +85,7 @@ func mergeState(ctx context.Context, s *core.Store, st *State) error {
 		default:
 			mode, ifv = core.PutReplaceIfVersion, info.Version
 			var old State
-			if json.Unmarshal(b, &old) == nil && old.LastRetention != nil && (st.LastRetention == nil || old.LastRetention.After(*st.LastRetention)) {
+			if json.Unmarshal(b, &old) == nil && old.LastRetention != nil && (st.LastRetention == nil || !old.LastRetention.Before(*st.LastRetention)) {
 				st.LastRetention, st.NextRetentionDue, st.LastRetentionOperation = old.LastRetention, old.NextRetentionDue, old.LastRetentionOperation
 			}
 		}

@@ -120,17 +120,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 				}
 				return r.Err()
 			}
-			if metricsAddr != "" {
-				stop, err := serveMetrics(metricsAddr, f.Handler(), log)
-				if err != nil {
-					return err
-				}
-				defer stop()
-			}
-			a.ownsSignals.Store(true)
-			ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer cancel()
-			return f.Run(ctx)
+			return a.serveUntilSignal(cmd, metricsAddr, f.Handler(), log, f.Run)
 		},
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the daemon's config file (YAML or JSON); without it: defaults, no retention window")
@@ -158,8 +148,15 @@ func (a *app) runOneStore(cmd *cobra.Command, uri string, cfg daemon.Config, log
 		}
 		return r.Err()
 	}
+	return a.serveUntilSignal(cmd, metricsAddr, d.Handler(), log, d.Run)
+}
+
+// serveUntilSignal serves h on metricsAddr (unless "") and runs run until
+// SIGINT or SIGTERM, which the daemon then owns: run finishes the pass in
+// flight and returns.
+func (a *app) serveUntilSignal(cmd *cobra.Command, metricsAddr string, h http.Handler, log hclog.Logger, run func(context.Context) error) error {
 	if metricsAddr != "" {
-		stop, err := serveMetrics(metricsAddr, d.Handler(), log)
+		stop, err := serveMetrics(metricsAddr, h, log)
 		if err != nil {
 			return err
 		}
@@ -168,7 +165,7 @@ func (a *app) runOneStore(cmd *cobra.Command, uri string, cfg daemon.Config, log
 	a.ownsSignals.Store(true)
 	ctx, cancel := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	return d.Run(ctx)
+	return run(ctx)
 }
 
 // serveMetrics listens on addr and serves the daemon's endpoints

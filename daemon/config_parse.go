@@ -146,6 +146,11 @@ func walkMapping(n *yaml.Node, path string, lines map[string]int, at func(int, s
 		if path != "" {
 			full = path + "." + k.Value
 		}
+		if path == "" && k.Value == "identity" {
+			// Replicas share the file; two processes under one identity
+			// would each take the other's claim for its own.
+			return at(k.Line, "unknown key %q: a replica names itself with --identity NAME (replicas share this file); remove the key", k.Value)
+		}
 		if !contains(known, k.Value) {
 			return at(k.Line, "%s", unknownKey(path, k.Value))
 		}

@@ -53,7 +53,7 @@ func TestConfigFleetKeys(t *testing.T) {
 		"interval: 1h\nconcurrency: 0.5\n": "f.yaml:2: concurrency must be a whole number",
 		"concurrency: 1000\n":              "f.yaml:1: concurrency must be between 1 and 256",
 		"discover: [\"\"]\n":               "f.yaml:1: every entry of discover must be a store URI",
-		"identity: retain-0\n":             `f.yaml:1: unknown key "identity"`,
+		"identity: retain-0\n":             `f.yaml:1: unknown key "identity": a replica names itself with --identity NAME`,
 	} {
 		_, err := ParseConfig("f.yaml", []byte(text))
 		if err == nil || !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
@@ -94,5 +94,24 @@ func TestDiscoverStores(t *testing.T) {
 	u, err := ChildURI("s3://bucket/tenants?region=x", "a")
 	if err != nil || u != "s3://bucket/tenants/a?region=x" {
 		t.Fatalf("ChildURI: %q %v", u, err)
+	}
+}
+
+// One store spelled two ways is one store in a round (its two passes
+// would race each other for its claim), and a discovery that fails is a
+// failure of the round and of the fleet, even with no store found.
+func TestFleetStoresOnceAndDiscoveryFailing(t *testing.T) {
+	dir := t.TempDir()
+	f := &Fleet{Stores: []string{dir, "file://" + dir, dir + "/"},
+		Config: Config{Discover: []string{"s3://nowhere/tenants"}},
+		Open: func(ctx context.Context, uri string) (*core.Store, error) {
+			return nil, core.Errorf("open", uri, core.ErrPermissionDenied, "no credentials")
+		}}
+	rep := f.Round(context.Background())
+	if len(rep.Stores) != 1 {
+		t.Fatalf("%d passes for one store spelled three ways: %+v", len(rep.Stores), rep.Stores)
+	}
+	if len(rep.DiscoverErrors) != 1 || f.lastErr() == nil || !strings.Contains(f.lastErr().Error(), "discover s3://nowhere/tenants") {
+		t.Fatalf("discovery failure not reported: %v / %v", rep.DiscoverErrors, f.lastErr())
 	}
 }

@@ -50,8 +50,10 @@ type AuditRecord struct {
 	Actor       string    `json:"actor"`
 	// Table is the table folder, or "_retain/registry" for the registry's
 	// own versions.
-	Table      string `json:"table"`
-	Cutoff     string `json:"cutoff,omitempty"`
+	Table  string `json:"table"`
+	Cutoff string `json:"cutoff,omitempty"`
+	// Policy is the keep policy of a checkpoint prune ("keep 24 hourly").
+	Policy     string `json:"policy,omitempty"`
 	RootDigest string `json:"root_digest,omitempty"`
 	// Versions are the versions removed ("main v3", "exp v2"), as planned.
 	Versions []string `json:"versions"`

@@ -155,7 +155,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, list, show, del, a.checkpointDropLostCmd())
+	cmd.AddCommand(create, list, show, del, a.checkpointDropLostCmd(), a.checkpointPruneCmd())
 	return cmd
 }
 

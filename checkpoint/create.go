@@ -54,6 +54,20 @@ type Options struct {
 	// change, the heads read after the tags differed from the capture (or
 	// a tagged version vanished), or the registry CAS was lost; default 3.
 	Retries int
+	// FreshName makes Create refuse a name that was ever used, even by a
+	// checkpoint deleted since (registry.ErrNameTombstoned; the registry
+	// keeps every name's reservation): the daemon's scheduled checkpoints,
+	// whose one name per slot must be taken at most once.
+	FreshName bool
+}
+
+// checkFresh is FreshName's refusal of a tombstoned name.
+func (o Options) checkFresh(src *source, name string) error {
+	if o.FreshName && src.hasRes && src.resv.State != registry.Live {
+		return refusal("create", name, registry.ErrNameTombstoned,
+			fmt.Sprintf("checkpoint %s had the name (generation %d) and was deleted; a fresh name is required", src.resv.CheckpointID, src.resv.Generation), nil)
+	}
+	return nil
 }
 
 func (o Options) scope(s *core.Store) core.Scope {
@@ -147,6 +161,9 @@ func (o Options) Create(ctx context.Context, s *core.Store, name, branch string)
 	for attempt := 1; attempt <= o.retries(); attempt++ {
 		src, err := capture(ctx, s, reg, name, branch)
 		if err != nil {
+			return nil, err
+		}
+		if err := o.checkFresh(src, name); err != nil {
 			return nil, err
 		}
 		failpoint.Hit(FPCreateAfterCapture)
@@ -461,6 +478,9 @@ func (o Options) createClaimed(ctx context.Context, s *core.Store, reg *registry
 		// exists; the heads are read again after the tags (publish).
 		now, cerr := captureShape(ctx, s, reg, name)
 		if cerr != nil {
+			return cerr
+		}
+		if cerr := o.checkFresh(now, name); cerr != nil {
 			return cerr
 		}
 		if diff := sameShape(src, now); diff != "" {

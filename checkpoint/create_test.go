@@ -144,3 +144,28 @@ func TestCreateBranchGoneDuringTagsRollsBack(t *testing.T) {
 	}
 	noSidecars(t, s)
 }
+
+// FreshName refuses a name a deleted checkpoint had; without it the name
+// is reused at the next generation.
+func TestCreateFreshNameRefusesADeletedName(t *testing.T) {
+	s, _ := memStore(t, "v2-appends")
+	if _, err := Create(bg, s, "slot/1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Delete(bg, s, "slot/1"); err != nil {
+		t.Fatal(err)
+	}
+	v0, _ := head(t, s)
+	if _, err := (Options{FreshName: true}).Create(bg, s, "slot/1", ""); !errors.Is(err, registry.ErrNameTombstoned) || !errors.Is(err, core.ErrAlreadyExists) {
+		t.Fatalf("fresh name: %v, want ErrNameTombstoned", err)
+	}
+	if v, _ := head(t, s); v != v0 {
+		t.Fatal("a refused create committed")
+	}
+	if len(pinTags(t, s, "v2-appends.lance")) != 0 {
+		t.Fatal("a refused create left pins")
+	}
+	if _, err := Create(bg, s, "slot/1", ""); err != nil {
+		t.Fatalf("reuse without FreshName: %v", err)
+	}
+}

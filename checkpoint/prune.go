@@ -87,22 +87,9 @@ var ErrNoMatch = errors.New("prune needs at least one --match pattern naming the
 // are made again under the claim, so a checkpoint created or deleted
 // meanwhile is judged as it is. With DryRun nothing is claimed or written.
 func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (res *Pruned, err error) {
-	if len(req.Match) == 0 {
-		return nil, errorf("prune", "", core.ErrInvalidArgument, "%v", ErrNoMatch)
-	}
-	pats, err := glob.CompileSet(req.Match)
+	pats, err := req.check()
 	if err != nil {
-		return nil, errorf("prune", "", core.ErrInvalidArgument, "--match: %v", err)
-	}
-	if err := req.Policy.Validate(); err != nil {
-		return nil, errorf("prune", "", core.ErrInvalidArgument, "%v", err)
-	}
-	switch req.GroupBy {
-	case "":
-		req.GroupBy = GroupByBranch
-	case GroupByBranch, GroupByNone:
-	default:
-		return nil, errorf("prune", "", core.ErrInvalidArgument, "--group-by %q: use %q or %q", req.GroupBy, GroupByBranch, GroupByNone)
+		return nil, err
 	}
 	if req.Now.IsZero() {
 		req.Now = time.Now()
@@ -231,6 +218,42 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 		res.TagsDeleted = append(res.TagsDeleted, deleted...)
 	}
 	return res, nil
+}
+
+// check validates req, defaults its GroupBy and compiles its patterns.
+func (req *PruneRequest) check() (glob.Set, error) {
+	if len(req.Match) == 0 {
+		return nil, errorf("prune", "", core.ErrInvalidArgument, "%v", ErrNoMatch)
+	}
+	pats, err := glob.CompileSet(req.Match)
+	if err != nil {
+		return nil, errorf("prune", "", core.ErrInvalidArgument, "--match: %v", err)
+	}
+	if err := req.Policy.Validate(); err != nil {
+		return nil, errorf("prune", "", core.ErrInvalidArgument, "%v", err)
+	}
+	switch req.GroupBy {
+	case "":
+		req.GroupBy = GroupByBranch
+	case GroupByBranch, GroupByNone:
+	default:
+		return nil, errorf("prune", "", core.ErrInvalidArgument, "--group-by %q: use %q or %q", req.GroupBy, GroupByBranch, GroupByNone)
+	}
+	return pats, nil
+}
+
+// DecidePrune is what Prune would decide on snap, without a store: the
+// daemon asks it of the snapshot it has read, and runs Prune (which
+// decides again under the claim) only when something would go.
+func DecidePrune(snap *registry.Snapshot, req PruneRequest) ([]PruneDecision, error) {
+	pats, err := req.check()
+	if err != nil {
+		return nil, err
+	}
+	if req.Now.IsZero() {
+		req.Now = time.Now()
+	}
+	return decidePrune(snap, pats, req)
 }
 
 func (r *Pruned) count() {

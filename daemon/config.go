@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/internal/glob"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -66,6 +67,10 @@ type Config struct {
 	Discover []string `json:"discover,omitempty"`
 	// Concurrency bounds the stores in a pass at once. Default 4.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Checkpoints are the scheduled checkpoint series (Schedule), taken
+	// in every store the daemon keeps, after the pass's reconcile and
+	// before its retention.
+	Checkpoints []Schedule `json:"checkpoints,omitempty"`
 	// Identity names this replica (--identity; never from the file, which
 	// replicas share): it orders the stores and is recorded as the host in
 	// every claim the daemon takes, so a restart under the same identity
@@ -181,11 +186,41 @@ func (c Config) validate(at func(key string) (string, int)) error {
 		return bad(key, "retention runs online (writers may commit) and then needs older_than of at least %s (got %s): a writer may still build on a recent version; lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
 			retention.MinOnlineAge, time.Duration(c.Retention.OlderThan))
 	}
+	if err := c.validateSchedules(bad); err != nil {
+		return err
+	}
 	if err := checkConfigActor(c.Actor); err != "" {
 		return bad("actor", "actor %s", err)
 	}
 	if err := checkConfigActor(c.Identity); err != "" {
 		return bad("identity", "identity %s", err)
+	}
+	return nil
+}
+
+// validateSchedules refuses a schedule that could not run, and two whose
+// names overlap: each one's rotation would judge the other's checkpoints.
+func (c Config) validateSchedules(bad func(key, format string, args ...any) error) error {
+	type series struct {
+		pat    *glob.Pattern
+		sample string
+	}
+	var seen []series
+	for i, s := range c.Checkpoints {
+		at := fmt.Sprintf("checkpoints[%d]", i)
+		if key, err := s.validate(c.interval()); err != nil {
+			return bad(at+"."+key, "checkpoints[%d]: %v", i, err)
+		}
+		match, _ := s.Match()
+		pat, _ := glob.Compile(match)
+		sample, _ := s.NameAt(s.Slot(time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)))
+		for j, o := range seen {
+			if o.pat.Match(sample) || pat.Match(o.sample) {
+				return bad(at+".name", "checkpoints[%d] (%q) and checkpoints[%d] (%q) name overlapping checkpoints (%q, %q): give each series its own prefix, or each would rotate the other's",
+					i, s.Name, j, c.Checkpoints[j].Name, sample, o.sample)
+			}
+		}
+		seen = append(seen, series{pat, sample})
 	}
 	return nil
 }

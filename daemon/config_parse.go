@@ -39,9 +39,18 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":          {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency"},
-	"retention": {"older_than", "keep_last", "every", "writers_stopped"},
+	"":                   {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "checkpoints"},
+	"retention":          {"older_than", "keep_last", "every", "writers_stopped"},
+	"checkpoints[]":      {"name", "every", "offset", "branch", "keep"},
+	"checkpoints[].keep": {"last", "hourly", "daily", "weekly", "monthly", "yearly", "within", "within_hourly", "within_daily", "within_weekly", "within_monthly", "within_yearly"},
 }
+
+// listIndex matches the index of a list entry in a key path.
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// schemaPath is the configKeys entry of path: "checkpoints[2].keep" is
+// "checkpoints[].keep".
+func schemaPath(path string) string { return listIndex.ReplaceAllString(path, "[]") }
 
 // yamlLine finds the line in a yaml syntax error ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -98,6 +107,8 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			l, err := stringList(path, v, at)
 			c.Discover = l
 			return err
+		case "checkpoints":
+			return scheduleList(v, lines, at, &c.Checkpoints)
 		case "retention":
 			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
 				switch path {
@@ -122,14 +133,26 @@ func ParseConfig(file string, b []byte) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	return c, c.validate(func(key string) (string, int) { return file, lines[key] })
+	return c, c.validate(func(key string) (string, int) {
+		// A key not written (a schedule without every) is at its parent.
+		for {
+			if l, ok := lines[key]; ok {
+				return file, l
+			}
+			i := strings.LastIndexByte(key, '.')
+			if i < 0 {
+				return file, 0
+			}
+			key = key[:i]
+		}
+	})
 }
 
 // walkMapping calls each for every key of the mapping n (at path), after
 // refusing a key it does not know or a key written twice; lines gets the
 // line of every key.
 func walkMapping(n *yaml.Node, path string, lines map[string]int, at func(int, string, ...any) error, each func(path string, k, v *yaml.Node) error) error {
-	known := configKeys[path]
+	known := configKeys[schemaPath(path)]
 	where := "the config"
 	if path != "" {
 		where = fmt.Sprintf("%q", path)
@@ -168,7 +191,7 @@ func walkMapping(n *yaml.Node, path string, lines map[string]int, at func(int, s
 // unknownKey says what is wrong with key under path: a likely misspelling
 // of a key there, a key of another level, or the keys there are.
 func unknownKey(path, key string) string {
-	known := configKeys[path]
+	known := configKeys[schemaPath(path)]
 	best, bestD := "", 0
 	for _, k := range known {
 		if d := editDistance(strings.ToLower(key), k); best == "" || d < bestD {
@@ -184,7 +207,7 @@ func unknownKey(path, key string) string {
 	}
 	sort.Strings(levels)
 	for _, p := range levels {
-		if p != path && contains(configKeys[p], key) {
+		if p != schemaPath(path) && contains(configKeys[p], key) {
 			if p == "" {
 				return fmt.Sprintf("key %q belongs at the top level, not under %q", key, path)
 			}
@@ -335,4 +358,91 @@ func stringList(key string, v *yaml.Node, at func(int, string, ...any) error) ([
 		out = append(out, e.Value)
 	}
 	return out, nil
+}
+
+// scheduleList reads `checkpoints:`, a list of schedules.
+func scheduleList(v *yaml.Node, lines map[string]int, at func(int, string, ...any) error, out *[]Schedule) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		return at(v.Line, "checkpoints must be a list of schedules (- name: \"hourly/{{.Time}}\", every: 1h, keep: {...}), not %s", nodeKind(v))
+	}
+	for i, e := range v.Content {
+		var s Schedule
+		path := fmt.Sprintf("checkpoints[%d]", i)
+		lines[path] = e.Line
+		if e.Kind != yaml.MappingNode {
+			return at(e.Line, "%s must be a mapping (name, every, offset, branch, keep), not %s", path, nodeKind(e))
+		}
+		err := walkMapping(e, path, lines, at, func(key string, k, v *yaml.Node) error {
+			switch strings.TrimPrefix(key, path+".") {
+			case "name":
+				n, err := stringValue(key, v, at)
+				s.Name = n
+				return err
+			case "branch":
+				n, err := stringValue(key, v, at)
+				s.Branch = n
+				return err
+			case "every":
+				return durationValue(key, v, at, &s.Every)
+			case "offset":
+				return durationValue(key, v, at, &s.Offset)
+			case "keep":
+				return walkMapping(v, path+".keep", lines, at, func(key string, k, v *yaml.Node) error {
+					kc := &s.Keep
+					switch k.Value {
+					case "last":
+						return keepValue(key, v, at, &kc.Last)
+					case "hourly":
+						return keepValue(key, v, at, &kc.Hourly)
+					case "daily":
+						return keepValue(key, v, at, &kc.Daily)
+					case "weekly":
+						return keepValue(key, v, at, &kc.Weekly)
+					case "monthly":
+						return keepValue(key, v, at, &kc.Monthly)
+					case "yearly":
+						return keepValue(key, v, at, &kc.Yearly)
+					case "within":
+						return durationValue(key, v, at, &kc.Within)
+					case "within_hourly":
+						return durationValue(key, v, at, &kc.WithinHourly)
+					case "within_daily":
+						return durationValue(key, v, at, &kc.WithinDaily)
+					case "within_weekly":
+						return durationValue(key, v, at, &kc.WithinWeekly)
+					case "within_monthly":
+						return durationValue(key, v, at, &kc.WithinMonthly)
+					case "within_yearly":
+						return durationValue(key, v, at, &kc.WithinYearly)
+					}
+					return nil
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		*out = append(*out, s)
+	}
+	return nil
+}
+
+// keepValue reads a keep count: a whole number, or -1 / unlimited for
+// every bucket.
+func keepValue(key string, v *yaml.Node, at func(int, string, ...any) error, out *int) error {
+	if v.Kind == yaml.ScalarNode && strings.EqualFold(v.Value, "unlimited") {
+		*out = -1
+		return nil
+	}
+	if err := intValue(key, v, at, out); err != nil {
+		return at(v.Line, "%s must be a number of buckets, or -1 / unlimited for all, not %s", key, nodeKind(v))
+	}
+	if *out < -1 {
+		return at(v.Line, "%s must be a number of buckets, or -1 / unlimited for all, not %d", key, *out)
+	}
+	return nil
 }

@@ -58,6 +58,8 @@ type PassReport struct {
 	Reconcile *checkpoint.Report
 	// ReconcileError is why the reconcile part failed ("" when it did not).
 	ReconcileError string
+	// Checkpoints: what each schedule did (Config.Checkpoints).
+	Checkpoints []ScheduleReport `json:",omitempty"`
 	// RetentionDue: the pass ran (or tried) retention.
 	RetentionDue bool
 	// Resumed is the report of an unfinished run the pass finished first.
@@ -89,8 +91,20 @@ func (r *PassReport) Err() error {
 		return nil
 	case r.RetentionDue && !r.RetentionCompleted:
 		return fmt.Errorf("retention did not complete: %s", r.RetentionError)
+	case r.scheduleErr() != nil:
+		return r.scheduleErr()
 	case r.StateError != "":
 		return fmt.Errorf("the daemon's record %s was not written: %s", StateKey, r.StateError)
+	}
+	return nil
+}
+
+// scheduleErr is the first schedule's failure, nil when none failed.
+func (r *PassReport) scheduleErr() error {
+	for _, c := range r.Checkpoints {
+		if c.Error != "" {
+			return fmt.Errorf("scheduled checkpoint %s (slot %s) failed: %s", c.Name, c.Slot.Format(time.RFC3339), c.Error)
+		}
 	}
 	return nil
 }
@@ -297,7 +311,11 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 		d.Logger.Error("reconcile_failed", "error", err)
 	}
 
-	// 2. Retention, on the tail of the same pass.
+	// 2. Scheduled checkpoints, before retention so that they pin what
+	// the cleanup then keeps.
+	d.scheduled(ctx, r)
+
+	// 3. Retention, on the tail of the same pass.
 	now := d.now()
 	r.RetentionDue = resume != "" || d.Config.RetentionOn() && (first || d.retryPending || !now.Before(d.lastRetention.Add(d.Config.every())))
 	if !r.RetentionDue {

@@ -27,8 +27,10 @@ type Metrics struct {
 	RetentionFailures prometheus.Gauge
 	LastPassSuccess   prometheus.Gauge // 1 when the last pass's Err was nil
 	LastPassTime      prometheus.Gauge
-	LastCompletedPass prometheus.Gauge // when a pass of this process last succeeded
-	ClaimHeld         prometheus.Gauge // how long another held the claim, when the last pass found it held
+	LastCompletedPass prometheus.Gauge       // when a pass of this process last succeeded
+	ClaimHeld         prometheus.Gauge       // how long another held the claim, when the last pass found it held
+	Scheduled         *prometheus.CounterVec // scheduled checkpoint slots, by result: created, taken, failed
+	Rotated           prometheus.Counter     // checkpoints removed by schedules' rotation
 }
 
 // NewMetrics registers the metrics on a fresh registry, with the go_* and
@@ -79,16 +81,22 @@ func NewStoreMetrics(reg prometheus.Registerer) *Metrics {
 		LastPassTime:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_pass_timestamp_seconds", Help: "When the last maintenance pass finished (0: none yet)."}),
 		LastCompletedPass: prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_last_completed_pass_timestamp_seconds", Help: "When a maintenance pass of this process last succeeded on the store (0: never); across replicas, max by (store) is the store's last completed pass."}),
 		ClaimHeld:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_claim_held_seconds", Help: "How long the retention claim had been held by another process when the last pass found it held (0: it was free)."}),
+		Scheduled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "retain_scheduled_checkpoints_total", Help: "Scheduled checkpoint slots seen by passes, by result: created (this process took it), taken (its name was already used), failed (retried by the next pass in the slot)."},
+			[]string{"result"}),
+		Rotated: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
 	}
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
 		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
-		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld} {
+		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {
 		m.Pins.WithLabelValues(st)
 	}
-	for _, p := range []string{"reconcile", "retention"} {
+	for _, r := range []string{"created", "taken", "failed"} {
+		m.Scheduled.WithLabelValues(r)
+	}
+	for _, p := range []string{"reconcile", "retention", "checkpoints"} {
 		m.PassFailures.WithLabelValues(p)
 	}
 	return m

@@ -73,7 +73,11 @@ type Pruned struct {
 	RegistryVersion registry.Version `json:"registry_version"`
 	TagsDeleted     []string         `json:"tags_deleted"`
 	// TagErrors only over-retain; reconcile reclaims them.
-	TagErrors  []string `json:"tag_errors,omitempty"`
+	TagErrors []string `json:"tag_errors,omitempty"`
+	// Warnings: what failed after the commit other than a tag (the
+	// checkpoints are removed): the audit's closing line, the claim's
+	// release.
+	Warnings   []string `json:"warnings,omitempty"`
 	Reconciled *Report  `json:"reconciled,omitempty"`
 }
 
@@ -109,8 +113,18 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 		res.count()
 		return res, nil
 	}
-	// Before the claim: a denial writes nothing.
+	// Before the claim: a denial writes nothing. The removals are judged
+	// on the head as it is now and each authorized as a delete, so a
+	// forbidden one refuses before the claim and the reconcile too; under
+	// the claim they are judged and authorized again.
 	if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointPrune, Store: authz.StoreName(s)}); err != nil {
+		return nil, err
+	}
+	if _, snap, err := reg.Head(ctx); err != nil {
+		return nil, err
+	} else if ds, err := decidePrune(snap, pats, req); err != nil {
+		return nil, err
+	} else if err := authorizeRemovals(ctx, s, ds); err != nil {
 		return nil, err
 	}
 	op := "prune-" + string(registry.NewID())
@@ -131,6 +145,7 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 		actor = h.Payload().Actor
 	}
 	var removed []registry.Checkpoint
+	committed := false
 	pre := &Report{Sidecars: []SidecarResult{}, Repaired: []PinEvent{}, Reclaimed: []PinEvent{}, Conflicts: []Conflict{}}
 	err = o.withGates(ctx, s, func(ctx context.Context) error {
 		if err := reconcile(ctx, s, reg, o.scope(s), pre, false); err != nil {
@@ -162,12 +177,8 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 				removed = nil
 				return nil
 			}
-			// Each removal is a checkpoint delete: a policy that forbids
-			// deleting one checkpoint forbids the prune (fail closed).
-			for _, d := range removing {
-				if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointDelete, Command: "checkpoint prune", Store: authz.StoreName(s), Checkpoint: d.Name}); err != nil {
-					return err
-				}
+			if err := authorizeRemovals(ctx, s, res.Decisions); err != nil {
+				return err
 			}
 			draft := snap.Next()
 			at := time.Now().UTC().Truncate(time.Millisecond)
@@ -179,13 +190,15 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 				}
 				removed = append(removed, cp)
 			}
-			if err := h.Verify(ctx); err != nil {
-				return err
-			}
 			if req.Audit != nil {
 				if err := req.Audit(ctx, op, actor, removing, false); err != nil {
 					return fmt.Errorf("writing the audit log before removing: %w; nothing was removed", err)
 				}
+			}
+			// Verified right before the commit, after the audit write that
+			// may have waited: a claim lost meanwhile commits nothing.
+			if err := h.Verify(ctx); err != nil {
+				return err
 			}
 			ref, err := reg.Commit(ctx, v, draft)
 			if errors.Is(err, registry.ErrConflict) && attempt < o.retries() {
@@ -195,22 +208,28 @@ func (o Options) Prune(ctx context.Context, s *core.Store, req PruneRequest) (re
 				return err
 			}
 			res.OperationID, res.RegistryVersion = op, ref.Version
+			committed = true
 			if req.Audit != nil {
 				if err := req.Audit(ctx, op, actor, removing, true); err != nil {
-					res.TagErrors = append(res.TagErrors, "writing the audit log after removing: "+err.Error())
+					res.Warnings = append(res.Warnings, "writing the audit log's checkpoints_removed line after the commit: "+err.Error())
 				}
 			}
 			return nil
 		}
 	})
-	if err != nil {
+	if err != nil && !committed {
 		return nil, err
+	}
+	if err != nil {
+		// Committed: the checkpoints are gone whatever failed after (a
+		// gate's release); say so rather than report a failed prune.
+		res.Warnings = append(res.Warnings, "after the commit: "+err.Error())
 	}
 	res.Reconciled = pre
 	res.count()
 	released = true
 	if rerr := h.Release(context.WithoutCancel(ctx)); rerr != nil {
-		res.TagErrors = append(res.TagErrors, "releasing the claim: "+rerr.Error())
+		res.Warnings = append(res.Warnings, "releasing the claim (`retain claim status` shows it): "+rerr.Error())
 	}
 	for _, cp := range removed {
 		var deleted []string
@@ -268,6 +287,21 @@ func (r *Pruned) count() {
 	if r.Decisions == nil {
 		r.Decisions = []PruneDecision{}
 	}
+}
+
+// authorizeRemovals checks each removal in ds as a checkpoint delete: a
+// policy that forbids deleting one checkpoint forbids the prune (fail
+// closed).
+func authorizeRemovals(ctx context.Context, s *core.Store, ds []PruneDecision) error {
+	for _, d := range ds {
+		if d.Keep {
+			continue
+		}
+		if err := authz.Check(ctx, authz.Request{Action: authz.ActionCheckpointDelete, Command: "checkpoint prune", Store: authz.StoreName(s), Checkpoint: d.Name}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decidePrune judges the live checkpoints of snap that pats match, group

@@ -78,7 +78,14 @@ func (d *Daemon) scheduled(ctx context.Context, r *PassReport) {
 		if rep.Taken != "" {
 			d.Metrics.Scheduled.WithLabelValues("taken").Inc()
 		}
-		d.rotate(ctx, s, snap, created, now, rep)
+		judged := now
+		if created && rep.Created.CreatedAt.After(judged) {
+			// The create stamps its checkpoint by the clock after it ran:
+			// judged by the pass's start it would be "from the future" and
+			// keep one more than the policy says.
+			judged = rep.Created.CreatedAt
+		}
+		d.rotate(ctx, s, snap, created, judged, rep)
 	}
 }
 

@@ -194,3 +194,25 @@ func mustTime(t *testing.T, s string) time.Time {
 	}
 	return v
 }
+
+// On the real clock, the rotation right after a create judges the new
+// checkpoint as of its creation, not as "from the future": keep last 1
+// removes the previous slot's checkpoint in the same pass.
+func TestScheduledRotationOnTheRealClock(t *testing.T) {
+	_, s, loc := store(t, "v2-appends")
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 100ms\ncheckpoints:\n  - name: \"s/{{.Time}}\"\n    every: 1s\n    keep: {last: 1}\n")}
+	if r := d.Pass(bg); r.Err() != nil || r.Checkpoints[0].Created == nil {
+		t.Fatalf("first: %v %+v", r.Err(), r.Checkpoints)
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	r := d.Pass(bg)
+	c := r.Checkpoints[0]
+	if r.Err() != nil || c.Created == nil || c.Pruned == nil || c.Pruned.Removed != 1 || c.Pruned.Kept != 1 {
+		t.Fatalf("second slot: %v %+v %+v", r.Err(), c, c.Pruned)
+	}
+	for _, dc := range c.Pruned.Decisions {
+		if dc.Keep && (dc.Name != c.Name || len(dc.Reasons) != 1 || dc.Reasons[0] != "last") {
+			t.Fatalf("kept %s for %v", dc.Name, dc.Reasons)
+		}
+	}
+}

@@ -160,3 +160,51 @@ func TestPolicyString(t *testing.T) {
 	}
 	_ = fmt.Sprint(p)
 }
+
+// A keep-within span is whole hours: restic's "1m" (a month) must not be
+// read as a minute that keeps almost nothing; negative spans are refused.
+func TestWithinSpanMustBeWholeHours(t *testing.T) {
+	for _, p := range []Policy{{Within: time.Minute}, {WithinDaily: 90 * time.Minute}, {Within: -time.Hour}, {Last: -2}} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("%+v accepted", p)
+		}
+	}
+	if err := (Policy{Within: 30 * 24 * time.Hour, WithinHourly: 36 * time.Hour}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Buckets are UTC whatever zone the times are in: 23:30 and 00:30 in
+// UTC+2 are the same UTC day, so keep-daily 1 keeps only the newer.
+func TestBucketsAreUTC(t *testing.T) {
+	z := time.FixedZone("UTC+2", 2*3600)
+	items := []Item{
+		{ID: "a", Time: time.Date(2026, 3, 1, 23, 30, 0, 0, z)}, // 21:30 UTC Mar 1
+		{ID: "b", Time: time.Date(2026, 3, 2, 0, 30, 0, 0, z)},  // 22:30 UTC Mar 1
+	}
+	ds, err := Apply(items, Policy{Daily: 1}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Keep != (d.Item.ID == "b") {
+			t.Fatalf("%s kept %v: %+v", d.Item.ID, d.Keep, ds)
+		}
+	}
+}
+
+// keep-within is exclusive at its edge, as restic's: an item exactly D
+// older than the newest is not within D.
+func TestWithinEdgeExclusive(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	items := []Item{{ID: "new", Time: t0}, {ID: "edge", Time: t0.Add(-2 * time.Hour)}, {ID: "in", Time: t0.Add(-2*time.Hour + time.Second)}}
+	ds, err := Apply(items, Policy{Within: 2 * time.Hour}, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Keep != (d.Item.ID != "edge") {
+			t.Fatalf("%s kept %v", d.Item.ID, d.Keep)
+		}
+	}
+}

@@ -16,13 +16,15 @@
 //   - The rules are ORed: an item any rule keeps is kept, with every
 //     reason that kept it.
 //
-// Where retain differs from restic, it keeps more, never less:
+// Where retain differs from restic:
 //
 //   - Buckets are UTC, not the local time zone, so two hosts decide alike.
 //   - An item newer than now (another host's clock ran ahead) is always
 //     kept and takes no bucket; restic lets it use one.
-//   - Durations are retain's (m is minutes, d is 24h, w is 7d); restic's
-//     are calendar years, months, days and hours.
+//   - Durations are retain's (d is 24h, w is 7d), and a keep-within
+//     duration must be whole hours: restic's "1m" is a month, retain's
+//     would be a minute, so a sub-hour span is refused rather than read
+//     as one that keeps almost nothing (a month is 30d or 31d here).
 //   - An empty policy is an error rather than a no-op.
 package rotation
 
@@ -75,6 +77,9 @@ func (p Policy) Validate() error {
 	for _, w := range p.withins() {
 		if w.d < 0 {
 			return fmt.Errorf("keep-%s %s: a duration cannot be negative", w.flag, w.d)
+		}
+		if w.d%time.Hour != 0 {
+			return fmt.Errorf("keep-%s %s: a keep-within span is whole hours (h, d, w); in restic 1m is a month, here write 30d", w.flag, w.d)
 		}
 	}
 	return nil

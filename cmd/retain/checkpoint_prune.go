@@ -81,7 +81,7 @@ func addKeepFlags(f *pflag.FlagSet, p *rotation.Policy) {
 		{"within-monthly", &p.WithinMonthly, "the newest of each month"},
 		{"within-yearly", &p.WithinYearly, "the newest of each year"},
 	} {
-		f.Var((*duration.Value)(w.d), "keep-"+w.name, "keep "+w.what+" newer than the newest matched checkpoint minus D (e.g. 2d, 36h)")
+		f.Var((*duration.Value)(w.d), "keep-"+w.name, "keep "+w.what+" newer than the newest checkpoint of its group minus D (whole hours: 2d, 36h; a month is 30d)")
 	}
 }
 
@@ -125,6 +125,9 @@ func (a *app) printPruned(p *checkpoint.Pruned) error {
 	}
 	for _, e := range p.TagErrors {
 		fmt.Fprintln(a.stderr, "warning (over-retains until `retain reconcile`):", e)
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintln(a.stderr, "warning (the checkpoints above are removed):", w)
 	}
 	return nil
 }

@@ -137,6 +137,20 @@ forbid(principal, action == Retain::Action::"checkpoint delete", resource) when 
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A kept checkpoint has lost a pin, which the reconcile under the
+	// claim would repair: the denial comes before it, so not even that.
+	out, _, _ := retain(t, "checkpoint", "show", "hourly/5", db, "--json")
+	var in checkpoint.Info
+	if err := json.Unmarshal([]byte(out), &in); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range in.Pins {
+		if p.Path == "v2-appends.lance" {
+			if err := os.Remove(filepath.Join(db, "v2-appends.lance", "_refs", "tags", p.Tag+".json")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	before := snapshotRefs(t, db)
 	_, errs, code := retain(t, "checkpoint", "prune", db, "--match", "hourly/*", "--keep-last", "2", "--policy", pol, "--actor", "cron")
 	if code != 1 || !strings.Contains(errs, "authz: deny") || !strings.Contains(errs, "hourly/2") {
@@ -150,5 +164,9 @@ forbid(principal, action == Retain::Action::"checkpoint delete", resource) when 
 		if after[k] != v {
 			t.Fatalf("a denied prune changed %s", k)
 		}
+	}
+	// The claim was released: a permitted prune runs at once.
+	if _, errs, code := retain(t, "checkpoint", "prune", db, "--match", "hourly/*", "--keep-last", "2"); code != 0 {
+		t.Fatalf("prune after the denial: %d %s", code, errs)
 	}
 }

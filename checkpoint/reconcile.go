@@ -499,7 +499,7 @@ func (p *reconcilePass) judgeUnexplained(ctx context.Context) error {
 		}
 		p.rep.refs[root] = all[i].refs
 		for _, t := range ts {
-			if !registry.IsReservedTag(t.Name) || p.explained[root][t.Name] {
+			if !registry.IsReservedTag(t.Name) || registry.IsLeaseTag(t.Name) || p.explained[root][t.Name] {
 				continue
 			}
 			pt, err := registry.ParsePinTag(t.Name)

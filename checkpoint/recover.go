@@ -268,7 +268,7 @@ func (r *recovery) run(ctx context.Context, ro RecoverOptions) error {
 	byID := map[registry.ID][]found{}
 	for root, ts := range tags {
 		for _, t := range ts {
-			if !registry.IsReservedTag(t.Name) || explained[root+":"+t.Name] {
+			if !registry.IsReservedTag(t.Name) || registry.IsLeaseTag(t.Name) || explained[root+":"+t.Name] {
 				continue
 			}
 			pt, err := registry.ParsePinTag(t.Name)

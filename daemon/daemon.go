@@ -15,6 +15,7 @@ import (
 
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
@@ -65,6 +66,10 @@ type PassReport struct {
 	// Resumed is the report of an unfinished run the pass finished first.
 	Resumed   *retention.RunReport
 	Retention *retention.RunReport
+	// Leases is the reap of expired reader leases before the retention
+	// run; LeasesError why it was incomplete (that only over-retains).
+	Leases      *lease.Reaped `json:",omitempty"`
+	LeasesError string        `json:",omitempty"`
 	// RetentionError is why retention failed or was skipped.
 	RetentionError string
 	// ClaimHolder names the holder when the claim was held by another.
@@ -378,6 +383,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) er
 	if !d.Config.RetentionOn() {
 		return nil
 	}
+	d.reapLeases(ctx, r)
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
 		o.ConfirmWriteOutage = true
@@ -520,5 +526,26 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 	if err := write(ctx, d.Store, st); err != nil {
 		r.StateError = err.Error()
 		d.Logger.Warn("the daemon's record could not be written", "key", StateKey, "error", err)
+	}
+}
+
+// reapLeases removes the reader leases expired by more than the margin,
+// so that the retention run that follows may remove what only they kept.
+// A failure only over-retains: it is logged, and retention goes on.
+func (d *Daemon) reapLeases(ctx context.Context, r *PassReport) {
+	rep, err := lease.Reap(ctx, d.Store, lease.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.LeaseMargin)})
+	r.Leases = rep
+	if rep != nil {
+		for _, j := range rep.Leases {
+			if j.Reaped {
+				d.Metrics.LeasesReaped.Inc()
+				d.Logger.Info("lease_reaped", "table", j.Table, "lease", j.ID, "version", j.Version, "branch", j.Branch, "holder", j.Holder,
+					"expired", j.Expires.Format(time.RFC3339), "actor", d.actor())
+			}
+		}
+	}
+	if err != nil {
+		r.LeasesError = err.Error()
+		d.Logger.Warn("reaping expired leases was incomplete; the versions they keep stay until the next retention pass", "error", err)
 	}
 }

@@ -31,6 +31,7 @@ type Metrics struct {
 	ClaimHeld         prometheus.Gauge       // how long another held the claim, when the last pass found it held
 	Scheduled         *prometheus.CounterVec // scheduled checkpoint slots, by result: created, taken, failed
 	Rotated           prometheus.Counter     // checkpoints removed by schedules' rotation
+	LeasesReaped      prometheus.Counter     // expired reader leases removed
 }
 
 // NewMetrics registers the metrics on a fresh registry, with the go_* and
@@ -83,11 +84,12 @@ func NewStoreMetrics(reg prometheus.Registerer) *Metrics {
 		ClaimHeld:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_claim_held_seconds", Help: "How long the retention claim had been held by another process when the last pass found it held (0: it was free)."}),
 		Scheduled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "retain_scheduled_checkpoints_total", Help: "Scheduled checkpoint slots seen by passes, by result: created (this process took it), taken (its name was already used), failed (retried by the next pass in the slot)."},
 			[]string{"result"}),
-		Rotated: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
+		Rotated:      prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
+		LeasesReaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_leases_reaped_total", Help: "Expired reader leases removed before retention runs."}),
 	}
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
 		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
-		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated} {
+		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated, m.LeasesReaped} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {

@@ -497,6 +497,9 @@ func reason(branch, r string) string {
 		return "window: committed at or after the cut-off " + strings.TrimPrefix(r, "not older than the cut-off ")
 	case strings.HasPrefix(r, "tag "):
 		name := strings.TrimPrefix(r, "tag ")
+		if registry.IsLeaseTag(name) {
+			return "reader lease " + name
+		}
 		if registry.IsReservedTag(name) {
 			return "checkpoint pin tag " + name
 		}

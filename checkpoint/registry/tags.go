@@ -176,6 +176,18 @@ func TablePinTag(id ID, p Pin) (string, error) {
 // Lance tag names are.
 func IsReservedTag(name string) bool { return strings.HasPrefix(name, TagPrefix) }
 
+// LeaseTagPrefix starts the reserved tags of reader leases (package
+// lease): a lease is a Lance tag ogcp_lease_<id> whose metadata says when
+// it expires. Reconcile and recover pass them by: they pin for a reader,
+// not for a checkpoint, and no registry record explains them.
+const LeaseTagPrefix = TagPrefix + "lease_"
+
+// IsLeaseTag reports whether a tag name is a reader lease's.
+func IsLeaseTag(name string) bool { return strings.HasPrefix(name, LeaseTagPrefix) }
+
+// LeaseTagName is the tag of lease id.
+func LeaseTagName(id ID) string { return LeaseTagPrefix + string(id) }
+
 // PinTag is a parsed pin tag name.
 type PinTag struct {
 	CheckpointID ID

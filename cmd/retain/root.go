@@ -210,7 +210,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	root.PersistentFlags().StringVar(&a.policyFlag, "policy", "", "authorize every mutating action with this Cedar policy file; a denial exits 1 and writes nothing (default: env "+policyEnv+"; none: no authorization)")
 	versionCmd := a.versionCmd()
-	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd())
+	root.AddCommand(versionCmd, a.adaptersCmd(), a.claimCmd(), a.inspectCmd(), a.checkpointCmd(), a.reconcileCmd(), a.cleanupCmd(), a.quickstartCmd(), a.branchCmd(), a.daemonCmd(), a.statusCmd(), a.auditCmd(), a.tagCmd(), a.registryCmd(), a.leaseCmd())
 	refuseUnknownCommands(root)
 	help := root.RunE
 	root.RunE = func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/lease"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+func versionsOf(t *testing.T, s *core.Store) []uint64 {
+	t.Helper()
+	ds, err := lance.Open(s, "v2-appends.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := ds.Versions(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, v := range vs {
+		out = append(out, v.N)
+	}
+	return out
+}
+
+// A leased version survives the daemon's retention while the lease lives;
+// the first retention pass after its expiry (plus the margin) reaps the
+// lease and then removes the version.
+func TestDaemonReapsExpiredLeasesBeforeRetention(t *testing.T) {
+	_, s, loc := store(t, "v2-appends") // versions 1..3
+	now := time.Now().UTC()
+	if _, err := lease.Acquire(bg, s, lease.Request{Table: "v2-appends.lance", Version: 1, TTL: 30 * time.Minute}, lease.Options{Now: func() time.Time { return now }}); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 1m\nretention:\n  keep_last: 1\n  every: 1h\n  writers_stopped: true\n"),
+		Now: func() time.Time { return now }}
+	r := d.Pass(bg)
+	if r.Err() != nil || r.Leases == nil || r.Leases.Removed != 0 || len(r.Leases.Leases) != 1 {
+		t.Fatalf("first pass: %v %+v", r.Err(), r.Leases)
+	}
+	if vs := versionsOf(t, s); len(vs) != 2 || vs[0] != 1 || vs[1] != 3 {
+		t.Fatalf("versions after the first pass: %v, want [1 3] (v1 leased, v3 latest)", vs)
+	}
+	now = now.Add(time.Hour)
+	r = d.Pass(bg)
+	if r.Err() != nil || r.Leases == nil || r.Leases.Removed != 1 || r.LeasesError != "" {
+		t.Fatalf("pass after expiry: %v %+v %s", r.Err(), r.Leases, r.LeasesError)
+	}
+	if vs := versionsOf(t, s); len(vs) != 1 || vs[0] != 3 {
+		t.Fatalf("versions after the lease was reaped: %v, want [3]", vs)
+	}
+}

@@ -1,0 +1,199 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+var bg = context.Background()
+
+const table = "v2-appends.lance" // versions 1..3
+
+func store(t *testing.T) (*core.Store, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(filepath.Join(dir, table), os.DirFS(filepath.Join("..", "lance", "testdata", table))); err != nil {
+		t.Fatal(err)
+	}
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s.At(core.Location{Scheme: "file", Path: dir}), dir
+}
+
+func versions(t *testing.T, s *core.Store) []uint64 {
+	t.Helper()
+	ds, err := lance.Open(s, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := ds.Versions(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, v := range vs {
+		out = append(out, v.N)
+	}
+	return out
+}
+
+func cleanup(t *testing.T, s *core.Store) *retention.RunReport {
+	t.Helper()
+	rep, err := retention.Run(bg, s, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// A leased version survives cleanup while the lease lives, reconcile takes
+// the lease tag for no conflict, the reaper keeps it until its expiry plus
+// the margin, and the next cleanup after the reap removes the version.
+func TestLeasedVersionSurvivesUntilReaped(t *testing.T) {
+	s, _ := store(t)
+	now := time.Now().UTC()
+	clock := func() time.Time { return now }
+	l, err := Acquire(bg, s, Request{Table: table, Version: 1, TTL: 30 * time.Minute}, Options{Actor: "scanner", Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Version != 1 || l.Branch != "main" || l.Holder != "scanner" || !l.Expires.Equal(now.Add(30*time.Minute)) || !registry.IsLeaseTag(l.Tag) {
+		t.Fatalf("lease: %+v", l)
+	}
+	// Reconcile passes the lease by: no conflict that would refuse cleanup.
+	rep, err := checkpoint.Reconcile(bg, s)
+	if err != nil || len(rep.Conflicts) != 0 {
+		t.Fatalf("reconcile with a lease: %v %+v", err, rep)
+	}
+	cleanup(t, s)
+	if got := versions(t, s); len(got) != 2 || got[0] != 1 || got[1] != 3 {
+		t.Fatalf("versions after cleanup with v1 leased: %v, want [1 3]", got)
+	}
+	// Past expiry but within the margin: kept.
+	now = now.Add(33 * time.Minute)
+	r, err := Reap(bg, s, ReapOptions{Now: clock})
+	if err != nil || r.Removed != 0 || len(r.Leases) != 1 || !strings.Contains(r.Leases[0].Why, "within the 5m0s margin") {
+		t.Fatalf("reap within the margin: %v %+v", err, r)
+	}
+	now = now.Add(3 * time.Minute)
+	if r, err := Reap(bg, s, ReapOptions{Now: clock, DryRun: true}); err != nil || r.Removed != 1 {
+		t.Fatalf("dry-run reap: %v %+v", err, r)
+	}
+	if ls, _ := List(bg, s, table); len(ls) != 1 {
+		t.Fatal("a dry-run reap removed the lease")
+	}
+	if r, err := Reap(bg, s, ReapOptions{Now: clock}); err != nil || r.Removed != 1 || !r.Leases[0].Reaped {
+		t.Fatalf("reap after the margin: %v %+v", err, r)
+	}
+	cleanup(t, s)
+	if got := versions(t, s); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("versions after the lease was reaped: %v, want [3]", got)
+	}
+	if _, err := Renew(bg, s, table, l.ID, time.Hour, Options{}); !errors.Is(err, ErrGone) || !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("renew a reaped lease: %v", err)
+	}
+}
+
+func TestRenewAndRelease(t *testing.T) {
+	s, _ := store(t)
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	l, err := Acquire(bg, s, Request{Table: table, TTL: time.Hour}, Options{Now: clock})
+	if err != nil || l.Version != 3 {
+		t.Fatalf("acquire the newest: %+v %v", l, err)
+	}
+	now = now.Add(50 * time.Minute)
+	r, err := Renew(bg, s, table, l.ID, time.Hour, Options{Now: clock})
+	if err != nil || !r.Expires.Equal(now.Add(time.Hour)) || r.Token == l.Token {
+		t.Fatalf("renew: %+v %v", r, err)
+	}
+	// The reaper at the old expiry plus the margin keeps the renewed lease.
+	if res, err := Reap(bg, s, ReapOptions{Now: func() time.Time { return l.Expires.Add(10 * time.Minute) }}); err != nil || res.Removed != 0 {
+		t.Fatalf("reap of a renewed lease: %+v %v", res, err)
+	}
+	if _, err := Release(bg, s, table, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Release(bg, s, table, l.ID); !errors.Is(err, ErrGone) {
+		t.Fatalf("release twice: %v", err)
+	}
+	if _, err := Renew(bg, s, table, "not-an-id", time.Hour, Options{}); !errors.Is(err, core.ErrInvalidArgument) {
+		t.Fatalf("renew a bad id: %v", err)
+	}
+	for _, ttl := range []time.Duration{0, -time.Second, MaxTTL + time.Second} {
+		if _, err := Acquire(bg, s, Request{Table: table, TTL: ttl}, Options{}); !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("ttl %s: %v", ttl, err)
+		}
+	}
+	if ls, _ := List(bg, s, table); len(ls) != 0 {
+		t.Fatalf("leases left: %+v", ls)
+	}
+}
+
+// A version a cleanup already removed versions past is refused, and the
+// refused lease leaves no tag: a cleanup publishing that boundary may be
+// deleting it now.
+func TestAcquireBehindTheBoundaryRefused(t *testing.T) {
+	s, _ := store(t)
+	ds, err := lance.Open(s, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.CreateTag(bg, "keep-v1", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	cleanup(t, s) // removes v2 (v1 tagged, v3 latest): boundary main v2
+	if got := versions(t, s); len(got) != 2 {
+		t.Fatalf("versions %v", got)
+	}
+	_, err = Acquire(bg, s, Request{Table: table, Version: 1, TTL: time.Hour}, Options{})
+	if !errors.Is(err, ErrBehindBoundary) || !errors.Is(err, core.ErrPreconditionFailed) {
+		t.Fatalf("acquire behind the boundary: %v", err)
+	}
+	if ls, _ := List(bg, s, table); len(ls) != 0 {
+		t.Fatalf("a refused lease left its tag: %+v", ls)
+	}
+	if _, err := Acquire(bg, s, Request{Table: table, Version: 3, TTL: time.Hour}, Options{}); err != nil {
+		t.Fatalf("acquire ahead of the boundary: %v", err)
+	}
+}
+
+// A lease whose expiry does not parse is never reaped.
+func TestReapKeepsAnUnreadableLease(t *testing.T) {
+	s, _ := store(t)
+	l, err := Acquire(bg, s, Request{Table: table, TTL: time.Minute}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := lance.Open(s, table)
+	tg, err := ds.ReadTag(bg, l.Tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.UpdateTagFile(bg, tg, map[string]string{MetaExpires: "soon"}, lance.UpdateTagOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Reap(bg, s, ReapOptions{Now: func() time.Time { return time.Now().Add(24 * time.Hour) }})
+	if err != nil || r.Removed != 0 || !strings.Contains(r.Leases[0].Why, `"soon", not a time`) {
+		t.Fatalf("reap of an unreadable lease: %v %+v", err, r)
+	}
+}

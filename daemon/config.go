@@ -67,10 +67,10 @@ type Config struct {
 	Discover []string `json:"discover,omitempty"`
 	// Concurrency bounds the stores in a pass at once. Default 4.
 	Concurrency int `json:"concurrency,omitempty"`
-	// LeaseMargin: an expired reader lease is reaped (before each
-	// retention run) once this daemon's clock is past its expiry by more
-	// than this — the clock skew leases tolerate. Default lease.DefaultMargin.
-	LeaseMargin Duration `json:"lease_margin,omitempty"`
+	// ExpiryMargin: an expired reader lease or tag is removed (before
+	// each retention run) once this daemon's clock is past its expiry by
+	// more than this — the clock skew expiries tolerate. Default 5m.
+	ExpiryMargin Duration `json:"expiry_margin,omitempty"`
 	// Checkpoints are the scheduled checkpoint series (Schedule), taken
 	// in every store the daemon keeps, after the pass's reconcile and
 	// before its retention.
@@ -168,8 +168,8 @@ func (c Config) validate(at func(key string) (string, int)) error {
 	switch {
 	case c.Interval < 0:
 		return bad("interval", "interval may not be negative")
-	case c.LeaseMargin < 0:
-		return bad("lease_margin", "lease_margin may not be negative")
+	case c.ExpiryMargin < 0:
+		return bad("expiry_margin", "expiry_margin may not be negative")
 	case c.Retention.Every < 0:
 		return bad("retention.every", "every may not be negative")
 	case c.Retention.OlderThan < 0:

@@ -39,7 +39,7 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":                   {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "checkpoints", "lease_margin"},
+	"":                   {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "checkpoints", "expiry_margin"},
 	"retention":          {"older_than", "keep_last", "every", "writers_stopped"},
 	"checkpoints[]":      {"name", "every", "offset", "branch", "keep"},
 	"checkpoints[].keep": {"last", "hourly", "daily", "weekly", "monthly", "yearly", "within", "within_hourly", "within_daily", "within_weekly", "within_monthly", "within_yearly"},
@@ -109,8 +109,8 @@ func ParseConfig(file string, b []byte) (Config, error) {
 			return err
 		case "checkpoints":
 			return scheduleList(v, lines, at, &c.Checkpoints)
-		case "lease_margin":
-			return durationValue(path, v, at, &c.LeaseMargin)
+		case "expiry_margin":
+			return durationValue(path, v, at, &c.ExpiryMargin)
 		case "retention":
 			return walkMapping(v, "retention", lines, at, func(path string, k, v *yaml.Node) error {
 				switch path {

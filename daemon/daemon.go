@@ -19,6 +19,7 @@ import (
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/tag"
 )
 
 // Daemon runs maintenance passes on one store.
@@ -70,6 +71,10 @@ type PassReport struct {
 	// run; LeasesError why it was incomplete (that only over-retains).
 	Leases      *lease.Reaped `json:",omitempty"`
 	LeasesError string        `json:",omitempty"`
+	// Tags is the reap of expired tags (retain tag create --expires)
+	// before the retention run; TagsError why it was incomplete.
+	Tags      *tag.Reaped `json:",omitempty"`
+	TagsError string      `json:",omitempty"`
 	// RetentionError is why retention failed or was skipped.
 	RetentionError string
 	// ClaimHolder names the holder when the claim was held by another.
@@ -384,6 +389,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) er
 		return nil
 	}
 	d.reapLeases(ctx, r)
+	d.reapTags(ctx, r)
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
 		o.ConfirmWriteOutage = true
@@ -533,7 +539,7 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 // so that the retention run that follows may remove what only they kept.
 // A failure only over-retains: it is logged, and retention goes on.
 func (d *Daemon) reapLeases(ctx context.Context, r *PassReport) {
-	rep, err := lease.Reap(ctx, d.Store, lease.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.LeaseMargin)})
+	rep, err := lease.Reap(ctx, d.Store, lease.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin)})
 	r.Leases = rep
 	if rep != nil {
 		for _, j := range rep.Leases {
@@ -547,5 +553,25 @@ func (d *Daemon) reapLeases(ctx context.Context, r *PassReport) {
 	if err != nil {
 		r.LeasesError = err.Error()
 		d.Logger.Warn("reaping expired leases was incomplete; the versions they keep stay until the next retention pass", "error", err)
+	}
+}
+
+// reapTags removes the tags expired by more than the margin (tag
+// create --expires), as reapLeases does leases.
+func (d *Daemon) reapTags(ctx context.Context, r *PassReport) {
+	rep, err := tag.ReapExpired(ctx, d.Store, tag.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Scope: claim.ScopeFor(d.Store.Location())})
+	r.Tags = rep
+	if rep != nil {
+		for _, e := range rep.Tags {
+			if e.Removed {
+				d.Metrics.TagsExpired.Inc()
+				d.Logger.Info("tag_expired", "table", e.Table, "tag", e.Tag, "version", e.Version, "branch", e.Branch,
+					"expired", e.Expires.Format(time.RFC3339), "actor", d.actor())
+			}
+		}
+	}
+	if err != nil {
+		r.TagsError = err.Error()
+		d.Logger.Warn("removing expired tags was incomplete; the versions they keep stay until the next retention pass", "error", err)
 	}
 }

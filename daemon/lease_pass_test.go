@@ -7,6 +7,7 @@ import (
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/tag"
 )
 
 func versionsOf(t *testing.T, s *core.Store) []uint64 {
@@ -51,5 +52,35 @@ func TestDaemonReapsExpiredLeasesBeforeRetention(t *testing.T) {
 	}
 	if vs := versionsOf(t, s); len(vs) != 1 || vs[0] != 3 {
 		t.Fatalf("versions after the lease was reaped: %v, want [3]", vs)
+	}
+}
+
+// A tag created with an expiry keeps its version until the first
+// retention pass after the expiry (plus the margin) removes the tag, and
+// then the version.
+func TestDaemonRemovesExpiredTagsBeforeRetention(t *testing.T) {
+	_, s, loc := store(t, "v2-appends")
+	now := time.Now().UTC()
+	ds, err := lance.Open(s, "v2-appends.lance")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tag.New(ds, tag.Options{}).Create(bg, "session-1", tag.CreateOptions{Version: 1, Expires: now.Add(30 * time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 1m\nexpiry_margin: 1m\nretention:\n  keep_last: 1\n  every: 1h\n  writers_stopped: true\n"),
+		Now: func() time.Time { return now }}
+	if r := d.Pass(bg); r.Err() != nil || r.Tags == nil || r.Tags.Removed != 0 {
+		t.Fatalf("first pass: %v %+v", r.Err(), r.Tags)
+	}
+	if vs := versionsOf(t, s); len(vs) != 2 {
+		t.Fatalf("versions %v, want [1 3]", vs)
+	}
+	now = now.Add(time.Hour)
+	if r := d.Pass(bg); r.Err() != nil || r.Tags == nil || r.Tags.Removed != 1 || r.TagsError != "" {
+		t.Fatalf("after expiry: %v %+v %s", r.Err(), r.Tags, r.TagsError)
+	}
+	if vs := versionsOf(t, s); len(vs) != 1 || vs[0] != 3 {
+		t.Fatalf("versions %v, want [3]", vs)
 	}
 }

@@ -32,6 +32,7 @@ type Metrics struct {
 	Scheduled         *prometheus.CounterVec // scheduled checkpoint slots, by result: created, taken, failed
 	Rotated           prometheus.Counter     // checkpoints removed by schedules' rotation
 	LeasesReaped      prometheus.Counter     // expired reader leases removed
+	TagsExpired       prometheus.Counter     // expired tags removed
 }
 
 // NewMetrics registers the metrics on a fresh registry, with the go_* and
@@ -86,10 +87,11 @@ func NewStoreMetrics(reg prometheus.Registerer) *Metrics {
 			[]string{"result"}),
 		Rotated:      prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
 		LeasesReaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_leases_reaped_total", Help: "Expired reader leases removed before retention runs."}),
+		TagsExpired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_tags_expired_total", Help: "Expired tags (tag create --expires) removed before retention runs."}),
 	}
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
 		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
-		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated, m.LeasesReaped} {
+		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated, m.LeasesReaped, m.TagsExpired} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -14,6 +15,27 @@ import (
 // ReservedPrefix starts the metadata keys retain keeps for itself (the
 // branch lifecycle). User metadata on tags and branches may not use it.
 const ReservedPrefix = "retain."
+
+// MetaExpires is the reserved key of a ref's expiry (RFC 3339, UTC): the
+// daemon removes a tag past it (tag.ReapExpired).
+const MetaExpires = ReservedPrefix + "expires"
+
+// Expiry reads meta's expiry: ok is false without one; a value that does
+// not parse is an error (and such a ref is never removed).
+func Expiry(meta map[string]string) (at time.Time, ok bool, err error) {
+	v, ok := meta[MetaExpires]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, true, fmt.Errorf("%s is %q, not a time", MetaExpires, v)
+	}
+	return t.UTC(), true, nil
+}
+
+// FormatExpiry is how an expiry is written.
+func FormatExpiry(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // User returns meta without the reserved keys.
 func User(meta map[string]string) map[string]string {

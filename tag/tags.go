@@ -127,8 +127,11 @@ type Ref struct {
 	UpdatedAt *time.Time `json:"updated_at"`
 	// Metadata is the tag file's whole metadata map (never null).
 	Metadata map[string]string `json:"metadata"`
-	// Reserved: a checkpoint pin ("ogcp_"), read-only here.
+	// Reserved: a checkpoint pin or a lease ("ogcp_"), read-only here.
 	Reserved bool `json:"reserved"`
+	// Expires is the tag's expiry (refmeta.MetaExpires), if it has one
+	// that parses.
+	Expires *time.Time `json:"expires,omitempty"`
 	// Deleting: an interrupted delete marked it (TagDeletingKey); the next
 	// delete finishes it, updates refuse it.
 	Deleting bool `json:"deleting"`
@@ -162,6 +165,9 @@ func tagRefOf(tg lance.Tag) Ref {
 		r.Metadata[k] = v
 	}
 	_, r.Deleting = tg.Metadata[TagDeletingKey]
+	if at, ok, err := refmeta.Expiry(tg.Metadata); ok && err == nil {
+		r.Expires = &at
+	}
 	return r
 }
 
@@ -242,6 +248,9 @@ type CreateOptions struct {
 	Version uint64
 	// Metadata is the tag's metadata (no reserved keys).
 	Metadata map[string]string
+	// Expires, when set, is when the daemon may remove the tag
+	// (ReapExpired), recorded as refmeta.MetaExpires.
+	Expires time.Time
 }
 
 // Create writes a new tag with create-if-absent: an existing tag of that
@@ -283,7 +292,14 @@ func (t *Tags) Create(ctx context.Context, name string, o CreateOptions) (Result
 		}
 		version = head.N
 	}
-	tg, err := t.ds.CreateTagOnBranch(ctx, name, branch, version, o.Metadata)
+	meta := o.Metadata
+	if !o.Expires.IsZero() {
+		meta = map[string]string{refmeta.MetaExpires: refmeta.FormatExpiry(o.Expires)}
+		for k, v := range o.Metadata {
+			meta[k] = v
+		}
+	}
+	tg, err := t.ds.CreateTagOnBranch(ctx, name, branch, version, meta)
 	if err != nil {
 		return Result{}, err
 	}
@@ -417,6 +433,9 @@ type MetaUpdate struct {
 	// IfToken, if set, is the version token the tag must still have (from
 	// List or Show); otherwise the token of the read this call makes.
 	IfToken string
+	// Expires, when set, becomes the tag's expiry; ClearExpiry removes it.
+	Expires     time.Time
+	ClearExpiry bool
 }
 
 // UpdateMeta rewrites a tag's metadata with compare-and-swap on the tag
@@ -442,7 +461,9 @@ func (t *Tags) UpdateMeta(ctx context.Context, name string, u MetaUpdate) (Resul
 	switch {
 	case u.Replace && len(u.Unset) > 0:
 		return Result{}, tagRefusal(op, name, core.ErrInvalidArgument, "replace sets the whole metadata: unset has no meaning with it")
-	case !u.Replace && len(u.Set) == 0 && len(u.Unset) == 0:
+	case !u.Expires.IsZero() && u.ClearExpiry:
+		return Result{}, tagRefusal(op, name, core.ErrInvalidArgument, "an expiry to set and one to clear: give one")
+	case !u.Replace && len(u.Set) == 0 && len(u.Unset) == 0 && u.Expires.IsZero() && !u.ClearExpiry:
 		return Result{}, tagRefusal(op, name, core.ErrInvalidArgument, "nothing to update: give metadata to set, keys to unset, or replace")
 	}
 	cas, gated, err := t.casVia("update", core.FeatureReplaceIfVersion)
@@ -470,6 +491,12 @@ func (t *Tags) UpdateMeta(ctx context.Context, name string, u MetaUpdate) (Resul
 		}
 		for k, v := range u.Set {
 			meta[k] = v
+		}
+		switch {
+		case !u.Expires.IsZero():
+			meta[refmeta.MetaExpires] = refmeta.FormatExpiry(u.Expires)
+		case u.ClearExpiry:
+			delete(meta, refmeta.MetaExpires)
 		}
 		next, err := t.ds.UpdateTagFile(ctx, old, meta, lance.UpdateTagOptions{Gated: gated})
 		if err != nil {

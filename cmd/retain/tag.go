@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/internal/duration"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/claim"
@@ -111,16 +113,20 @@ func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags)
 }
 
 func (a *app) tagCreateCmd(f *tagFlags) *cobra.Command {
+	var expires duration.Value
 	var version uint64
 	var branch string
 	var meta []string
 	cmd := &cobra.Command{
-		Use:   "create TAG TABLE-URI [--version V] [--branch B] [--meta k=v ...]",
+		Use:   "create TAG TABLE-URI [--version V] [--branch B] [--meta k=v ...] [--expires D]",
 		Short: "Tag a version (default: the newest of main, or of --branch) with metadata; never replaces an existing tag",
 		Long: `Create a tag with create-if-absent. Without --version it names the newest
 version of main (or of --branch B); with --version V version V of main (or of
 --branch B). The version must exist; the tag file records its manifest size
 as Lance does. An existing tag of that name is never replaced (exit 1).
+With --expires D the tag carries an expiry (now + D, metadata
+retain.expires): the daemon removes it once its clock is past that by its
+expiry_margin, and the next cleanup may then remove what only it kept.
 
 --json prints {op, cas, tag}: tag as in "retain tag show --json"; cas names
 the conditional write used.`,
@@ -139,7 +145,14 @@ the conditional write used.`,
 				return err
 			}
 			defer done()
-			res, err := t.Create(cmd.Context(), name, tag.CreateOptions{Branch: branch, Version: version, Metadata: m})
+			co := tag.CreateOptions{Branch: branch, Version: version, Metadata: m}
+			if cmd.Flags().Changed("expires") {
+				if expires <= 0 {
+					return usageError{errors.New("--expires: a positive duration from now, e.g. 2h or 7d")}
+				}
+				co.Expires = time.Now().Add(time.Duration(expires))
+			}
+			res, err := t.Create(cmd.Context(), name, co)
 			if err != nil {
 				return err
 			}
@@ -149,15 +162,17 @@ the conditional write used.`,
 	cmd.Flags().Uint64Var(&version, "version", 0, "the version to tag (default: the newest)")
 	cmd.Flags().StringVar(&branch, "branch", "", "the branch whose version to tag (default main)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value; repeatable")
+	cmd.Flags().Var(&expires, "expires", "the tag expires this long from now (e.g. 2h, 7d); the daemon then removes it")
 	return cmd
 }
 
 func (a *app) tagUpdateCmd(f *tagFlags) *cobra.Command {
 	var meta, unset []string
-	var replace bool
+	var replace, noExpiry bool
 	var ifToken string
+	var expires duration.Value
 	cmd := &cobra.Command{
-		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--if-token T]",
+		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--expires D | --no-expiry] [--if-token T]",
 		Short: "Change a tag's metadata by compare-and-swap; createdAt is kept, updatedAt refreshed",
 		Long: `Change a tag's metadata: --meta k=v sets keys, --unset k removes them,
 --replace makes the --meta pairs the whole metadata. The tag file is rewritten
@@ -179,7 +194,14 @@ and createdAt are kept; updatedAt is refreshed.
 				return err
 			}
 			defer done()
-			res, err := t.UpdateMeta(cmd.Context(), name, tag.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken})
+			u := tag.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken, ClearExpiry: noExpiry}
+			if cmd.Flags().Changed("expires") {
+				if expires <= 0 {
+					return usageError{errors.New("--expires: a positive duration from now, e.g. 2h or 7d")}
+				}
+				u.Expires = time.Now().Add(time.Duration(expires))
+			}
+			res, err := t.UpdateMeta(cmd.Context(), name, u)
 			if err != nil {
 				return err
 			}
@@ -190,6 +212,8 @@ and createdAt are kept; updatedAt is refreshed.
 	cmd.Flags().StringArrayVar(&unset, "unset", nil, "remove a metadata key; repeatable")
 	cmd.Flags().BoolVar(&replace, "replace", false, "the --meta pairs become the whole metadata")
 	cmd.Flags().StringVar(&ifToken, "if-token", "", "only if the tag is still at this version token (from list or show)")
+	cmd.Flags().Var(&expires, "expires", "the tag now expires this long from now (e.g. 2h, 7d)")
+	cmd.Flags().BoolVar(&noExpiry, "no-expiry", false, "remove the tag's expiry: it is kept until deleted")
 	return cmd
 }
 

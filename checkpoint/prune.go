@@ -26,6 +26,10 @@ type PruneRequest struct {
 	// included). Required: a prune never judges checkpoints nobody named,
 	// so a hand-made "release-1.0" is safe from an hourly rotation.
 	Match []string
+	// Filter, when set, narrows the matched checkpoints further: only
+	// those it accepts are judged (the daemon's schedules judge only the
+	// checkpoints their series took).
+	Filter func(cp registry.Checkpoint) bool `json:"-"`
 	// Policy: the keep rules, restic's (package rotation).
 	Policy rotation.Policy
 	// GroupBy: GroupByBranch (default) applies the policy to the
@@ -310,7 +314,7 @@ func decidePrune(snap *registry.Snapshot, pats glob.Set, req PruneRequest) ([]Pr
 	byID := map[string]registry.Checkpoint{}
 	groups := map[string][]rotation.Item{}
 	for _, cp := range snap.Live() {
-		if pats.Match(cp.Name) == nil {
+		if pats.Match(cp.Name) == nil || (req.Filter != nil && !req.Filter(cp)) {
 			continue
 		}
 		g := ""

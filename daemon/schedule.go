@@ -16,9 +16,9 @@ import (
 // config): a checkpoint of every table in each slot of Every, named by
 // the slot, rotated by Keep.
 //
-// Time is cut into slots of Every aligned to the Unix epoch in UTC (plus
-// Offset): hourly slots start on the hour, daily ones at 00:00 UTC, weekly
-// ones on Monday 00:00 UTC. A pass takes the checkpoint of the slot it
+// Time is cut into slots of Every in UTC (plus Offset), as time.Truncate
+// cuts it (from year 1, a Monday): hourly slots start on the hour, daily
+// ones at 00:00 UTC, weekly ones on Monday 00:00 UTC. A pass takes the checkpoint of the slot it
 // runs in unless that slot's name was ever used; so a slot whose tick was
 // missed (the daemon was down, the claim held) is taken at the next pass
 // inside it, a slot is never taken twice (even after its checkpoint was
@@ -148,6 +148,9 @@ func (s Schedule) validate(interval time.Duration) (key string, err error) {
 	if err != nil {
 		return "name", err
 	}
+	if strings.HasPrefix(match, "*") {
+		return "name", fmt.Errorf("name %q begins with the slot: give the series a literal prefix (e.g. \"hourly/{{.Time}}\"), so that its rotation judges only its own checkpoints", s.Name)
+	}
 	pat, err := glob.Compile(match)
 	if err != nil {
 		return "name", err
@@ -167,13 +170,35 @@ func (s Schedule) validate(interval time.Duration) (key string, err error) {
 			return "name", fmt.Errorf("name %q gives %q, which its pattern %q does not match", s.Name, n, match)
 		}
 	}
-	a, _ := s.NameAt(base)
-	b, _ := s.NameAt(base.Add(every))
-	if a == b {
-		return "name", fmt.Errorf("name %q gives %q to two slots: put the slot in it ({{.Time}}), finer than every %s", s.Name, a, every)
+	// Names must differ across neighbours and across days, weeks, months,
+	// years and a century: a name that repeats ("h/{{.Slot.Format \"15\"}}")
+	// would find its slot taken from the second day on and stop.
+	seen := map[string]time.Time{}
+	for _, d := range []time.Duration{0, every, 24 * time.Hour, 7 * 24 * time.Hour, 31 * 24 * time.Hour, 366 * 24 * time.Hour, 100 * 366 * 24 * time.Hour} {
+		slot := s.Slot(base.Add(d))
+		n, _ := s.NameAt(slot)
+		if prev, ok := seen[n]; ok && !prev.Equal(slot) {
+			return "name", fmt.Errorf("name %q gives %q to the slots of %s and %s: write the whole slot in it ({{.Time}})", s.Name, n, prev.Format(time.RFC3339), slot.Format(time.RFC3339))
+		}
+		seen[n] = slot
 	}
 	if err := s.Keep.Policy().Validate(); err != nil && err != rotation.ErrEmptyPolicy {
 		return "keep", err
 	}
 	return "", nil
+}
+
+// InSeries reports whether a checkpoint named name and created at created
+// is one this series could have taken: its name is the name of the slot
+// it was created in, or of a neighbour (a create that straddled a slot's
+// end, a replica's clock a little off). Rotation judges only these, so a
+// hand-made "hourly/pre-migration" that the pattern matches is left alone.
+func (s Schedule) InSeries(name string, created time.Time) bool {
+	slot := s.Slot(created)
+	for _, sl := range []time.Time{slot, slot.Add(-time.Duration(s.Every)), slot.Add(time.Duration(s.Every))} {
+		if n, err := s.NameAt(sl); err == nil && n == name {
+			return true
+		}
+	}
+	return false
 }

@@ -30,6 +30,10 @@ type ScheduleReport struct {
 	// Error is why the slot's checkpoint or the rotation failed; the next
 	// pass in the slot tries again.
 	Error string `json:"error,omitempty"`
+	// Deferred names the holder of the retention claim when the create or
+	// rotation found it held: a wait (the next pass in the slot tries
+	// again), not a failure, as for retention.
+	Deferred string `json:"deferred,omitempty"`
 }
 
 // scheduled takes the checkpoint of each schedule's current slot unless
@@ -101,7 +105,8 @@ func (d *Daemon) rotate(ctx context.Context, s Schedule, snap *registry.Snapshot
 		d.scheduleFailed(rep, err)
 		return
 	}
-	req := checkpoint.PruneRequest{Match: []string{match}, Policy: pol, Now: now}
+	req := checkpoint.PruneRequest{Match: []string{match}, Policy: pol, Now: now,
+		Filter: func(cp registry.Checkpoint) bool { return s.InSeries(cp.Name, cp.CreatedAt) || cp.Actor == d.actor() }}
 	if !created {
 		ds, err := checkpoint.DecidePrune(snap, req)
 		if err != nil {
@@ -140,13 +145,14 @@ func (d *Daemon) rotate(ctx context.Context, s Schedule, snap *registry.Snapshot
 }
 
 func (d *Daemon) scheduleFailed(rep *ScheduleReport, err error) {
-	rep.Error = err.Error()
-	d.Metrics.Scheduled.WithLabelValues("failed").Inc()
 	if errors.Is(err, claim.ErrHeld) {
+		rep.Deferred = holder(err)
 		d.Metrics.ClaimWaits.Inc()
 		d.Logger.Warn("scheduled checkpoint deferred: the retention claim is held; the next pass in the slot tries again", "name", rep.Name, "holder", holder(err))
 		return
 	}
+	rep.Error = err.Error()
+	d.Metrics.Scheduled.WithLabelValues("failed").Inc()
 	d.Metrics.PassFailures.WithLabelValues("checkpoints").Inc()
 	d.Logger.Error("scheduled_checkpoint_failed", "name", rep.Name, "slot", rep.Slot.Format(time.RFC3339), "error", err)
 }

@@ -47,8 +47,10 @@ func TestScheduleConfigRefusals(t *testing.T) {
 		want       string
 	}{
 		{"no-every.yaml", "interval: 1m\ncheckpoints:\n  - name: \"h/{{.Time}}\"\n", 3, `every is required`},
-		{"no-slot.yaml", "interval: 1m\ncheckpoints:\n  - name: hourly\n    every: 1h\n", 3, `gives "hourly" to two slots`},
-		{"coarse.yaml", "interval: 1m\ncheckpoints:\n  - name: '{{.Slot.Format \"2006-01-02\"}}'\n    every: 1h\n", 3, `to two slots`},
+		{"no-slot.yaml", "interval: 1m\ncheckpoints:\n  - name: hourly\n    every: 1h\n", 3, `gives "hourly" to the slots of`},
+		{"coarse.yaml", "interval: 1m\ncheckpoints:\n  - name: 'd/{{.Slot.Format \"2006-01-02\"}}'\n    every: 1h\n", 3, `to the slots of 2001-02-03T04:00:00Z and 2001-02-03T05:00:00Z`},
+		{"repeats.yaml", "interval: 1m\ncheckpoints:\n  - name: 'h/{{.Slot.Format \"15\"}}'\n    every: 1h\n", 3, `to the slots of 2001-02-03T04:00:00Z and 2001-02-04T04:00:00Z`},
+		{"bare.yaml", "interval: 1m\ncheckpoints:\n  - name: '{{.Time}}'\n    every: 1h\n", 3, `give the series a literal prefix`},
 		{"colon.yaml", "interval: 1m\ncheckpoints:\n  - name: 'h/{{.Slot.Format \"15:04\"}}'\n    every: 1h\n", 3, `which is not a checkpoint name`},
 		{"short.yaml", "interval: 1h\ncheckpoints:\n  - name: \"h/{{.Time}}\"\n    every: 30m\n", 4, `shorter than the pass interval 1h0m0s`},
 		{"offset.yaml", "interval: 1m\ncheckpoints:\n  - name: \"h/{{.Time}}\"\n    every: 1h\n    offset: 1h\n", 5, `offset 1h0m0s must be at least 0 and less than every`},
@@ -167,7 +169,9 @@ func TestScheduledCheckpointsEachSlotOnce(t *testing.T) {
 // still in the earlier slot, must not take it a second time.
 func TestScheduledSlotNotRetakenByAReplicaBehind(t *testing.T) {
 	_, s, loc := store(t, "v2-appends")
-	c := cfg(t, "interval: 1m\ncheckpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1h\n    keep: {last: 1}\n")
+	// One actor for both: the fake clocks put the slot names far from the
+	// checkpoints' real creation times, so the series is told by its actor.
+	c := cfg(t, "interval: 1m\nactor: scheduler\ncheckpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1h\n    keep: {last: 1}\n")
 	behind := time.Date(2030, 1, 1, 10, 5, 0, 0, time.UTC)
 	ahead := behind.Add(2 * time.Hour)
 	d1 := &Daemon{Store: s.At(loc), Config: c, Identity: "behind", Now: func() time.Time { return behind }}
@@ -213,6 +217,34 @@ func TestScheduledRotationOnTheRealClock(t *testing.T) {
 	for _, dc := range c.Pruned.Decisions {
 		if dc.Keep && (dc.Name != c.Name || len(dc.Reasons) != 1 || dc.Reasons[0] != "last") {
 			t.Fatalf("kept %s for %v", dc.Name, dc.Reasons)
+		}
+	}
+}
+
+// Rotation judges only the series' own checkpoints: a hand-made one whose
+// name the pattern matches is never removed.
+func TestScheduleRotationLeavesHandMadeCheckpoints(t *testing.T) {
+	_, s, loc := store(t, "v2-appends")
+	if _, err := (checkpoint.Options{Actor: "alice"}).Create(bg, s, "hourly/pre-migration", ""); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 100ms\ncheckpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1s\n    keep: {last: 1}\n")}
+	for i := 0; i < 2; i++ {
+		if r := d.Pass(bg); r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 50*time.Millisecond)))
+	}
+	r := d.Pass(bg)
+	if r.Err() != nil || r.Checkpoints[0].Pruned == nil || r.Checkpoints[0].Pruned.Removed != 1 {
+		t.Fatalf("third slot: %v %+v", r.Err(), r.Checkpoints)
+	}
+	if _, err := checkpoint.Show(bg, s, "hourly/pre-migration", false); err != nil {
+		t.Fatalf("the hand-made checkpoint was rotated: %v", err)
+	}
+	for _, dc := range r.Checkpoints[0].Pruned.Decisions {
+		if dc.Name == "hourly/pre-migration" {
+			t.Fatalf("the hand-made checkpoint was judged: %+v", dc)
 		}
 	}
 }

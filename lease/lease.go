@@ -15,7 +15,9 @@
 // before expiry (a third of the TTL left is the advice).
 //
 // Acquire is safe against a retain cleanup running at the same time
-// without taking the retention claim: it writes the tag first and reads
+// without taking the retention claim (on a store whose listings show a
+// write at once, Capabilities.ListAfterWrite, as every bundled adapter
+// declares): it writes the tag first and reads
 // the registry's gc boundary second. A cleanup publishes its boundary
 // before it re-reads a table's tags and deletes, so either the acquire
 // sees the boundary covering its version (and refuses, removing its tag),
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/authz"
+	"github.com/retain-dev/retain/branch/lifecycle"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/refmeta"
@@ -66,6 +69,9 @@ var (
 	// ErrBehindBoundary: a cleanup has removed, or is removing, versions
 	// up to or past the one asked for. Kind core.ErrPreconditionFailed.
 	ErrBehindBoundary = fmt.Errorf("the version is at or behind its table's gc boundary (%w)", core.ErrPreconditionFailed)
+	// ErrBranchGoing: the leased branch is being deleted, or gone. Kind
+	// core.ErrPreconditionFailed.
+	ErrBranchGoing = fmt.Errorf("the branch is being deleted (%w)", core.ErrPreconditionFailed)
 )
 
 // Lease is one reader lease as read from its tag.
@@ -163,8 +169,16 @@ func Acquire(ctx context.Context, s *core.Store, req Request, o Options) (*Lease
 	if err != nil {
 		return nil, err
 	}
-	// The tag is written: now the boundary (see the package comment).
-	if err := checkBoundary(ctx, s, req.Table, branch, version); err != nil {
+	// The tag is written: now the boundary (see the package comment), and
+	// for a branch its file. A branch delete marks the file deleting and
+	// then re-reads the branch's tags; so either it sees this tag and
+	// refuses, or this read sees the mark (or no file) and the lease is
+	// refused. Anything unreadable refuses the lease too.
+	err = checkBoundary(ctx, s, req.Table, branch, version)
+	if err == nil && branch != "" {
+		err = checkBranchStays(ctx, ds, branch)
+	}
+	if err != nil {
 		if derr := ds.DeleteTag(context.WithoutCancel(ctx), name, tg.Info.Version); derr != nil && !errors.Is(derr, lance.ErrTagNotFound) {
 			err = fmt.Errorf("%w; and removing the refused lease's tag %s failed (it only keeps the version; `retain lease release %s` removes it): %v", err, name, id, derr)
 		}
@@ -172,6 +186,25 @@ func Acquire(ctx context.Context, s *core.Store, req Request, o Options) (*Lease
 	}
 	l := fromTag(req.Table, tg)
 	return &l, nil
+}
+
+// checkBranchStays refuses a lease on a branch being deleted or gone.
+func checkBranchStays(ctx context.Context, ds *lance.Dataset, branch string) error {
+	b, err := ds.ReadBranch(ctx, branch)
+	if errors.Is(err, lance.ErrBranchNotFound) {
+		return fmt.Errorf("%w: branch %q of %s has no branch file any more (deleted, or a delete is in progress); the lease was not kept", ErrBranchGoing, branch, ds.Root)
+	}
+	if err != nil {
+		return fmt.Errorf("re-reading branch %q after writing the lease: %w; the lease was not kept", branch, err)
+	}
+	l, err := lifecycle.Parse(b.Metadata)
+	if err != nil {
+		return fmt.Errorf("branch %q of %s: %v; the lease was not kept", branch, ds.Root, err)
+	}
+	if l.State == lifecycle.Deleting {
+		return fmt.Errorf("%w: branch %q of %s is being deleted (operation %s); the lease was not kept", ErrBranchGoing, branch, ds.Root, l.Op)
+	}
+	return nil
 }
 
 // checkBoundary refuses a version a cleanup removed or is removing.
@@ -228,6 +261,9 @@ func Release(ctx context.Context, s *core.Store, table string, id registry.ID) (
 	if err != nil {
 		return nil, err
 	}
+	if tg.Info.Version == "" {
+		return nil, errNoToken(tg.Name)
+	}
 	if err := ds.DeleteTag(ctx, tg.Name, tg.Info.Version); err != nil {
 		if errors.Is(err, lance.ErrTagNotFound) {
 			return nil, gone(table, id)
@@ -239,10 +275,15 @@ func Release(ctx context.Context, s *core.Store, table string, id registry.ID) (
 }
 
 func read(ctx context.Context, s *core.Store, table string, id registry.ID, a authz.Action) (*lance.Dataset, lance.Tag, error) {
-	if err := id.Validate(); err != nil {
-		return nil, lance.Tag{}, core.Errorf("lease", string(id), core.ErrInvalidArgument, "not a lease id (the 26 characters `retain lease acquire` printed): %v", err)
+	// The id, or the whole tag name (a lease whose id does not parse,
+	// which `retain lease list` shows, is released by its tag name).
+	name := string(id)
+	if !registry.IsLeaseTag(name) {
+		if err := id.Validate(); err != nil {
+			return nil, lance.Tag{}, core.Errorf("lease", string(id), core.ErrInvalidArgument, "not a lease id (the 26 characters `retain lease acquire` printed) or a lease's tag name (%s…): %v", registry.LeaseTagPrefix, err)
+		}
+		name = registry.LeaseTagName(id)
 	}
-	name := registry.LeaseTagName(id)
 	if err := authz.Check(ctx, authz.Request{Action: a, Store: authz.StoreName(s), Table: table, Tag: name}); err != nil {
 		return nil, lance.Tag{}, err
 	}
@@ -255,6 +296,12 @@ func read(ctx context.Context, s *core.Store, table string, id registry.ID, a au
 		return nil, lance.Tag{}, gone(table, id)
 	}
 	return ds, tg, err
+}
+
+// errNoToken refuses a conditional write on a store that gave no version
+// token: an unconditional delete could remove a renewal it never saw.
+func errNoToken(tag string) error {
+	return core.Errorf("lease", tag, core.ErrUnsupported, "the store gave the lease's tag no version token, so it cannot be removed only as read; nothing was removed")
 }
 
 func gone(table string, id registry.ID) error {

@@ -197,3 +197,55 @@ func TestReapKeepsAnUnreadableLease(t *testing.T) {
 		t.Fatalf("reap of an unreadable lease: %v %+v", err, r)
 	}
 }
+
+// A lease on a branch whose delete has begun (its branch file marked or
+// gone) is refused and leaves no tag: the delete's re-read of the tags
+// may already have passed.
+func TestAcquireOnABranchBeingDeletedRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	if err := os.CopyFS(filepath.Join(dir, "branch-tag.lance"), os.DirFS(filepath.Join("..", "lance", "testdata", "branch-tag.lance"))); err != nil {
+		t.Fatal(err)
+	}
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s = s.At(core.Location{Scheme: "file", Path: dir})
+	if _, err := Acquire(bg, s, Request{Table: "branch-tag.lance", Branch: "exp", TTL: time.Hour}, Options{}); err != nil {
+		t.Fatalf("a lease on a live branch: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "branch-tag.lance", "_refs", "branches", "exp.json")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Acquire(bg, s, Request{Table: "branch-tag.lance", Branch: "exp", Version: 4, TTL: time.Hour}, Options{})
+	if !errors.Is(err, ErrBranchGoing) {
+		t.Fatalf("a lease on a branch being deleted: %v", err)
+	}
+	if ls, _ := List(bg, s, "branch-tag.lance"); len(ls) != 1 {
+		t.Fatalf("leases %d, want only the first", len(ls))
+	}
+}
+
+// A lease tag whose id does not parse is released by its tag name.
+func TestReleaseByTagName(t *testing.T) {
+	s, _ := store(t)
+	ds, _ := lance.Open(s, table)
+	if _, err := ds.CreateTag(bg, registry.LeaseTagPrefix+"junk", 1, map[string]string{MetaExpires: "2030-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+	ls, _ := List(bg, s, table)
+	if len(ls) != 1 || ls[0].Problem == "" {
+		t.Fatalf("a bad lease: %+v", ls)
+	}
+	if _, err := Release(bg, s, table, registry.ID(ls[0].Tag)); err != nil {
+		t.Fatalf("release by tag name: %v", err)
+	}
+	if ls, _ := List(bg, s, table); len(ls) != 0 {
+		t.Fatalf("left: %+v", ls)
+	}
+}

@@ -121,6 +121,9 @@ func reapOne(ctx context.Context, s *core.Store, l Lease) (bool, string) {
 	if err != nil {
 		return false, "kept: removing failed: " + err.Error()
 	}
+	if l.Token == "" {
+		return false, "kept: removing failed: " + errNoToken(l.Tag).Error()
+	}
 	err = ds.DeleteTag(ctx, l.Tag, l.Token)
 	switch {
 	case err == nil:

@@ -206,6 +206,9 @@ func tagRefusal(op, name string, err error, format string, args ...any) error {
 // tagWritable refuses reserved names, before anything is read.
 func tagWritable(op, name string) error {
 	if registry.IsReservedTag(name) {
+		if registry.IsLeaseTag(name) {
+			return tagRefusal(op, name, ErrReservedTag, "tags beginning %q are reader leases: end one with `retain lease release`", registry.LeaseTagPrefix)
+		}
 		return tagRefusal(op, name, ErrReservedTag,
 			"tags beginning %q are checkpoint pins, created and reclaimed only by `retain checkpoint` and `retain reconcile`", registry.TagPrefix)
 	}

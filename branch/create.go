@@ -57,6 +57,11 @@ type CreateOptions struct {
 	From string
 	// Meta is the user metadata to record (no reserved keys).
 	Meta map[string]string
+	// Expires, when set, is recorded as the branch's expiry
+	// (refmeta.MetaExpires): the daemon deletes the branch through the
+	// delete protocol once past it (ReapExpired), refused while anything
+	// pins it.
+	Expires time.Time
 	// OwnerDeadAttested is the operator's statement that the owner of a
 	// creating branch, on another host, is dead (see claim.Proof).
 	OwnerDeadAttested string
@@ -203,6 +208,10 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 						Msg: fmt.Sprintf("it is ready with metadata %s, not %s=%s", refmeta.Filter(user).String(), k, v)}
 				}
 			}
+			if !o.Expires.IsZero() && b.Metadata[refmeta.MetaExpires] != refmeta.FormatExpiry(o.Expires) {
+				return &ConflictError{Branch: name, Table: table, Want: fromLabel(want, hasVersion), Have: have.String(),
+					Msg: "it is ready, and an expiry is recorded only when a branch is adopted; delete it and create it again to give it one"}
+			}
 			res.Outcome, res.Metadata, res.Lifecycle = OutcomeAlreadyReady, user, l
 			if head, err := checkAdoptable(ctx, ds, name, have); err == nil {
 				res.Head = head
@@ -230,11 +239,21 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 
 	user := refmeta.User(b.Metadata)
 	maps.Copy(user, o.Meta)
+	expires := b.Metadata[refmeta.MetaExpires] // a resumed create keeps what it recorded
+	if !o.Expires.IsZero() {
+		expires = refmeta.FormatExpiry(o.Expires)
+	}
+	meta := func(state lifecycle.State, owner *lifecycle.Owner) map[string]string {
+		m := lifecycle.Meta(user, state, op, owner, have, time.Now())
+		if expires != "" {
+			m[refmeta.MetaExpires] = expires
+		}
+		return m
+	}
 	if err := h.Verify(ctx); err != nil {
 		return err
 	}
-	nb, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version,
-		lifecycle.Meta(user, lifecycle.Creating, op, self, have, time.Now()))
+	nb, err := ds.ReplaceBranchMetadata(ctx, name, b.Info.Version, meta(lifecycle.Creating, self))
 	if err != nil {
 		return fmt.Errorf("recording branch %q of %s as creating: %w", name, table, err)
 	}
@@ -242,8 +261,7 @@ func adopt(ctx context.Context, h *claim.Handle, ds *lance.Dataset, name string,
 	if err := h.Verify(ctx); err != nil {
 		return err
 	}
-	nb, err = ds.ReplaceBranchMetadata(ctx, name, nb.Info.Version,
-		lifecycle.Meta(user, lifecycle.Ready, op, nil, have, time.Now()))
+	nb, err = ds.ReplaceBranchMetadata(ctx, name, nb.Info.Version, meta(lifecycle.Ready, nil))
 	if err != nil {
 		return fmt.Errorf("recording branch %q of %s as ready (it stays creating; run the create again): %w", name, table, err)
 	}

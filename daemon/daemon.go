@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lease"
@@ -75,6 +76,11 @@ type PassReport struct {
 	// before the retention run; TagsError why it was incomplete.
 	Tags      *tag.Reaped `json:",omitempty"`
 	TagsError string      `json:",omitempty"`
+	// Branches is the delete of expired branches (branch create
+	// --expires) through the branch delete protocol; BranchesError why it
+	// was incomplete.
+	Branches      *branch.Reaped `json:",omitempty"`
+	BranchesError string         `json:",omitempty"`
 	// RetentionError is why retention failed or was skipped.
 	RetentionError string
 	// ClaimHolder names the holder when the claim was held by another.
@@ -390,6 +396,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) er
 	}
 	d.reapLeases(ctx, r)
 	d.reapTags(ctx, r)
+	d.reapBranches(ctx, r)
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
 		o.ConfirmWriteOutage = true
@@ -573,5 +580,28 @@ func (d *Daemon) reapTags(ctx context.Context, r *PassReport) {
 	if err != nil {
 		r.TagsError = err.Error()
 		d.Logger.Warn("removing expired tags was incomplete; the versions they keep stay until the next retention pass", "error", err)
+	}
+}
+
+// reapBranches deletes the ready branches expired by more than the margin
+// through the branch delete protocol; one a checkpoint pins (or that has
+// tags or children) is refused by it and kept, with the reason logged.
+func (d *Daemon) reapBranches(ctx context.Context, r *PassReport) {
+	rep, err := branch.ReapExpired(ctx, d.Store, branch.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Actor: d.actor()})
+	r.Branches = rep
+	if rep != nil {
+		for _, e := range rep.Branches {
+			switch {
+			case e.Deleted:
+				d.Metrics.BranchesExpired.Inc()
+				d.Logger.Info("branch_expired", "table", e.Table, "branch", e.Branch, "expired", e.Expires.Format(time.RFC3339), "actor", d.actor())
+			case strings.Contains(e.Why, "the delete refused or failed"):
+				d.Logger.Warn("an expired branch was kept", "table", e.Table, "branch", e.Branch, "why", e.Why)
+			}
+		}
+	}
+	if err != nil {
+		r.BranchesError = err.Error()
+		d.Logger.Warn("deleting expired branches was incomplete; they stay until the next retention pass", "error", err)
 	}
 }

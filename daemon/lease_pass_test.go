@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/sdk/core"
@@ -82,5 +83,29 @@ func TestDaemonRemovesExpiredTagsBeforeRetention(t *testing.T) {
 	}
 	if vs := versionsOf(t, s); len(vs) != 1 || vs[0] != 3 {
 		t.Fatalf("versions %v, want [3]", vs)
+	}
+}
+
+// A branch created with an expiry is deleted by the first retention pass
+// after it (plus the margin), through the branch delete protocol.
+func TestDaemonDeletesExpiredBranches(t *testing.T) {
+	_, s, loc := store(t, "branch-tag")
+	now := time.Now().UTC()
+	if _, err := branch.Create(bg, s, "team/x", branch.CreateOptions{Table: "branch-tag", From: "exp@4", Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 1m\nretention:\n  keep_last: 100\n  every: 1h\n  writers_stopped: true\n"),
+		Now: func() time.Time { return now }}
+	if r := d.Pass(bg); r.Err() != nil || r.Branches == nil || r.Branches.Deleted != 0 {
+		t.Fatalf("before expiry: %v %+v", r.Err(), r.Branches)
+	}
+	now = now.Add(2 * time.Hour)
+	r := d.Pass(bg)
+	if r.Err() != nil || r.Branches == nil || r.Branches.Deleted != 1 || r.BranchesError != "" {
+		t.Fatalf("after expiry: %v %+v %s", r.Err(), r.Branches, r.BranchesError)
+	}
+	ds, _ := lance.Open(s, "branch-tag.lance")
+	if _, err := ds.ReadBranch(bg, "team/x"); err == nil {
+		t.Fatal("the expired branch is still there")
 	}
 }

@@ -33,6 +33,7 @@ type Metrics struct {
 	Rotated           prometheus.Counter     // checkpoints removed by schedules' rotation
 	LeasesReaped      prometheus.Counter     // expired reader leases removed
 	TagsExpired       prometheus.Counter     // expired tags removed
+	BranchesExpired   prometheus.Counter     // expired branches deleted
 }
 
 // NewMetrics registers the metrics on a fresh registry, with the go_* and
@@ -85,13 +86,14 @@ func NewStoreMetrics(reg prometheus.Registerer) *Metrics {
 		ClaimHeld:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "retain_claim_held_seconds", Help: "How long the retention claim had been held by another process when the last pass found it held (0: it was free)."}),
 		Scheduled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "retain_scheduled_checkpoints_total", Help: "Scheduled checkpoint slots seen by passes, by result: created (this process took it), taken (its name was already used), failed (retried by the next pass in the slot)."},
 			[]string{"result"}),
-		Rotated:      prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
-		LeasesReaped: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_leases_reaped_total", Help: "Expired reader leases removed before retention runs."}),
-		TagsExpired:  prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_tags_expired_total", Help: "Expired tags (tag create --expires) removed before retention runs."}),
+		Rotated:         prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_checkpoints_rotated_total", Help: "Checkpoints removed by the schedules' rotation (keep:)."}),
+		LeasesReaped:    prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_leases_reaped_total", Help: "Expired reader leases removed before retention runs."}),
+		TagsExpired:     prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_tags_expired_total", Help: "Expired tags (tag create --expires) removed before retention runs."}),
+		BranchesExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "retain_branches_expired_total", Help: "Expired branches (branch create --expires) deleted before retention runs."}),
 	}
 	for _, c := range []prometheus.Collector{m.LiveCheckpoints, m.PinnedVersions, m.Pins, m.OldestCheckpoint, m.BoundaryRemoved, m.BoundaryTime,
 		m.VersionsRemoved, m.BytesRemoved, m.FilesRemoved, m.PassDuration, m.PassFailures, m.Passes, m.ClaimWaits, m.LastRetention, m.RetentionFailures,
-		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated, m.LeasesReaped, m.TagsExpired} {
+		m.LastPassSuccess, m.LastPassTime, m.LastCompletedPass, m.ClaimHeld, m.Scheduled, m.Rotated, m.LeasesReaped, m.TagsExpired, m.BranchesExpired} {
 		f(c)
 	}
 	for _, st := range []string{"missing", "conflicting", "repaired", "orphan"} {

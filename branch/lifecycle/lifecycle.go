@@ -196,7 +196,7 @@ func Parse(meta map[string]string) (Record, error) {
 	}
 	for k := range meta {
 		switch k {
-		case StateKey, OpKey, OwnerKey, SourceKey, AtKey:
+		case StateKey, OpKey, OwnerKey, SourceKey, AtKey, refmeta.MetaExpires:
 		default:
 			if strings.HasPrefix(k, refmeta.ReservedPrefix) {
 				return bad("unknown reserved key %q", k)

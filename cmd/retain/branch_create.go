@@ -3,18 +3,21 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/branch"
+	"github.com/retain-dev/retain/internal/duration"
 	"github.com/retain-dev/retain/refmeta"
 )
 
 func (a *app) branchCreateCmd() *cobra.Command {
 	var from, attested string
 	var meta []string
+	var expires duration.Value
 	cmd := &cobra.Command{
-		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...]",
+		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...] [--expires D]",
 		Short: "Adopt a branch real Lance created: record its source and metadata with a safe lifecycle",
 		Long: `Make a branch real Lance created a safe, described retain reference. Real
 Lance's branches.create writes the branch's data (its first manifest, whose
@@ -32,6 +35,10 @@ process that died is taken over only with proof it is dead: on this host
 retain proves it (pid gone, or host rebooted); for a process on another host
 pass --owner-dead-attested with your reason. A crash leaves the claim held:
 take it over with 'retain claim takeover' first.
+
+--expires D records an expiry (now + D, metadata retain.expires): the daemon
+then deletes the branch through the branch delete protocol (refused, and the
+branch kept, while a checkpoint pins it or it has tags or children).
 
 ` + branchTableURI + `
 
@@ -58,7 +65,14 @@ metadata, lifecycle, took_over}.`,
 				return err
 			}
 			defer s.Close()
-			res, err := branch.Create(ctx, s, name, branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor})
+			co := branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor}
+			if cmd.Flags().Changed("expires") {
+				if expires <= 0 {
+					return usageError{errors.New("--expires: a positive duration from now, e.g. 7d")}
+				}
+				co.Expires = time.Now().Add(time.Duration(expires))
+			}
+			res, err := branch.Create(ctx, s, name, co)
 			if err != nil {
 				return err
 			}
@@ -71,6 +85,7 @@ metadata, lifecycle, took_over}.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the source: BRANCH@VERSION, or BRANCH to accept the version the branch file records")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value to record; repeatable")
+	cmd.Flags().Var(&expires, "expires", "the branch expires this long from now (e.g. 7d); the daemon then deletes it through the delete protocol")
 	cmd.Flags().StringVar(&attested, "owner-dead-attested", "", "your statement that the process on another host that left the branch creating is dead")
 	return cmd
 }

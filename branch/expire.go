@@ -1,0 +1,146 @@
+package branch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/retain-dev/retain/branch/lifecycle"
+	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/internal/fanout"
+	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
+	"github.com/retain-dev/retain/sdk/core"
+)
+
+// DefaultExpiryMargin is how far past a branch's expiry the reaper's
+// clock must be before it deletes the branch.
+const DefaultExpiryMargin = 5 * time.Minute
+
+// ReapOptions configure ReapExpired.
+type ReapOptions struct {
+	Now    func() time.Time // nil: time.Now
+	Margin time.Duration    // 0: DefaultExpiryMargin
+	DryRun bool
+	// Actor, Scope and Gates of each delete, as Options.
+	Actor string
+	Scope core.Scope
+	Gates []string
+}
+
+// ExpiredBranch is a branch with an expiry and what ReapExpired did.
+type ExpiredBranch struct {
+	Table   string    `json:"table"`
+	Branch  string    `json:"branch"`
+	Expires time.Time `json:"expires"`
+	Deleted bool      `json:"deleted"`
+	Why     string    `json:"why"`
+}
+
+// Reaped is what ReapExpired did.
+type Reaped struct {
+	Now      time.Time       `json:"now"`
+	Margin   string          `json:"margin"`
+	DryRun   bool            `json:"dry_run"`
+	Branches []ExpiredBranch `json:"branches"`
+	Deleted  int             `json:"deleted"`
+	// Errors only over-retain: the branch stays until the next reap.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// ReapExpired deletes the ready branches whose expiry (CreateOptions.
+// Expires) the reaper's clock is past by more than the margin, each
+// through the branch delete protocol (Options.Delete) in its own table: a
+// branch a checkpoint pins, that has tags (a lease, say) or children, is
+// refused by it and kept, with the reason. A branch whose expiry does not
+// parse, or that is not ready, is kept.
+func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
+	margin := o.Margin
+	if margin <= 0 {
+		margin = DefaultExpiryMargin
+	}
+	now := time.Now().UTC()
+	if o.Now != nil {
+		now = o.Now().UTC()
+	}
+	res := &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Branches: []ExpiredBranch{}}
+	tables, err := checkpoint.DiscoverTables(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	type found struct {
+		due  []ExpiredBranch
+		errs []string
+	}
+	per, err := fanout.Map(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) (found, error) {
+		var f found
+		ds, err := lance.Open(s, tables[i])
+		if err != nil {
+			f.errs = append(f.errs, tables[i]+": "+err.Error())
+			return f, nil
+		}
+		all, err := ds.ListBranches(ctx)
+		var malformed *lance.MalformedRefsError
+		if err != nil && !errors.As(err, &malformed) {
+			f.errs = append(f.errs, tables[i]+": listing its branches: "+err.Error())
+			return f, nil
+		}
+		for _, b := range all {
+			at, ok, perr := refmeta.Expiry(b.Metadata)
+			if !ok {
+				continue
+			}
+			e := ExpiredBranch{Table: tables[i], Branch: b.Name, Expires: at}
+			l, lerr := lifecycle.Parse(b.Metadata)
+			switch {
+			case perr != nil:
+				e.Why = "kept: " + perr.Error()
+			case lerr != nil:
+				e.Why = "kept: " + lerr.Error()
+			case l.State != lifecycle.Ready:
+				e.Why = fmt.Sprintf("kept: %s, not ready (`retain branch delete` finishes or rolls it back)", l.State)
+			case !now.After(at.Add(margin)):
+				e.Why = "kept: expires " + at.Format(time.RFC3339)
+			default:
+				e.Why = "due"
+			}
+			f.due = append(f.due, e)
+		}
+		return f, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range per {
+		res.Errors = append(res.Errors, f.errs...)
+		for _, e := range f.due {
+			if e.Why == "due" {
+				switch {
+				case o.DryRun:
+					e.Deleted, e.Why = true, "would delete: expired at "+e.Expires.Format(time.RFC3339)
+				default:
+					e.Deleted, e.Why = deleteExpired(ctx, s, o, e)
+				}
+			}
+			if e.Deleted {
+				res.Deleted++
+			}
+			res.Branches = append(res.Branches, e)
+		}
+	}
+	if len(res.Errors) > 0 {
+		return res, fmt.Errorf("%d table(s) could not be read for expired branches (they stay until the next reap): %s", len(res.Errors), res.Errors[0])
+	}
+	return res, nil
+}
+
+// deleteExpired runs the delete protocol on one expired branch; a refusal
+// keeps it.
+func deleteExpired(ctx context.Context, s *core.Store, o ReapOptions, e ExpiredBranch) (bool, string) {
+	_, err := Options{Actor: o.Actor, Scope: o.Scope, Gates: o.Gates, Table: e.Table}.Delete(ctx, s, e.Branch)
+	if err != nil {
+		return false, "kept: expired at " + e.Expires.Format(time.RFC3339) + ", but the delete refused or failed: " + err.Error()
+	}
+	return true, "deleted: expired at " + e.Expires.Format(time.RFC3339)
+}

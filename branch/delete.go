@@ -57,6 +57,11 @@ type Options struct {
 	// creating or deleting branch, on another host, is dead (see
 	// claim.Proof); on this host the tool proves it itself.
 	OwnerDeadAttested string
+	// StillDue, when set, judges the branch file again under the claim
+	// (its whole metadata): false refuses with ErrBranchChanged — the
+	// branch re-created without the expiry the caller judged, or its
+	// expiry moved. The expiry reaper sets it.
+	StillDue func(meta map[string]string) bool
 }
 
 func (o Options) scope(s *core.Store) core.Scope {
@@ -328,6 +333,11 @@ func (o Options) plan(ctx context.Context, s *core.Store, h *claim.Handle, op, n
 		}
 		present[t] = true
 		tp := tablePlan{table: t, ds: ds, plan: p}
+		if o.StillDue != nil && (p.Ref == nil || !o.StillDue(p.Ref.Metadata)) {
+			refused.Tables = append(refused.Tables, tableRefusal(t, refuse(ErrBranchChanged, core.ErrPreconditionFailed,
+				"branch %q of %s is no longer due (re-created, or its expiry moved, since it was judged); nothing was deleted", name, t)))
+			continue
+		}
 		if p.Ref != nil {
 			// The lifecycle: a creating or deleting branch of another
 			// operation is taken over only from a dead owner.

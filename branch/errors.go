@@ -28,6 +28,10 @@ var (
 	// what is left; running the delete again finishes it. The report says
 	// which table and objects.
 	ErrIncomplete = errors.New("branch delete incomplete")
+	// ErrBranchChanged: Options.StillDue judged the branch file under the
+	// claim no longer due (re-created, its expiry moved): the delete
+	// refuses (kind core.ErrPreconditionFailed).
+	ErrBranchChanged = errors.New("the branch changed since it was judged")
 )
 
 // PinnedTable is one table a checkpoint pins on the branch.

@@ -36,6 +36,9 @@ type ExpiredBranch struct {
 	Expires time.Time `json:"expires"`
 	Deleted bool      `json:"deleted"`
 	Why     string    `json:"why"`
+	// DeleteError is why the delete failed other than a refusal (a held
+	// claim, a denied policy): reported as an error of the reap.
+	DeleteError string `json:"delete_error,omitempty"`
 }
 
 // Reaped is what ReapExpired did.
@@ -120,7 +123,10 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 				case o.DryRun:
 					e.Deleted, e.Why = true, "would delete: expired at "+e.Expires.Format(time.RFC3339)
 				default:
-					e.Deleted, e.Why = deleteExpired(ctx, s, o, e)
+					deleteExpired(ctx, s, o, &e, now, margin)
+					if e.DeleteError != "" {
+						res.Errors = append(res.Errors, e.Table+" branch "+e.Branch+": "+e.DeleteError)
+					}
 				}
 			}
 			if e.Deleted {
@@ -135,12 +141,22 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 	return res, nil
 }
 
-// deleteExpired runs the delete protocol on one expired branch; a refusal
-// keeps it.
-func deleteExpired(ctx context.Context, s *core.Store, o ReapOptions, e ExpiredBranch) (bool, string) {
-	_, err := Options{Actor: o.Actor, Scope: o.Scope, Gates: o.Gates, Table: e.Table}.Delete(ctx, s, e.Branch)
-	if err != nil {
-		return false, "kept: expired at " + e.Expires.Format(time.RFC3339) + ", but the delete refused or failed: " + err.Error()
+// deleteExpired runs the delete protocol on one expired branch, judging
+// it again under the claim (Options.StillDue: its expiry still past by
+// the margin); a refusal keeps it.
+func deleteExpired(ctx context.Context, s *core.Store, o ReapOptions, e *ExpiredBranch, now time.Time, margin time.Duration) {
+	due := func(meta map[string]string) bool {
+		at, ok, err := refmeta.Expiry(meta)
+		return ok && err == nil && now.After(at.Add(margin))
 	}
-	return true, "deleted: expired at " + e.Expires.Format(time.RFC3339)
+	_, err := Options{Actor: o.Actor, Scope: o.Scope, Gates: o.Gates, Table: e.Table, StillDue: due}.Delete(ctx, s, e.Branch)
+	switch {
+	case err == nil:
+		e.Deleted, e.Why = true, "deleted: expired at "+e.Expires.Format(time.RFC3339)
+	case errors.Is(err, ErrRefused):
+		e.Why = "kept: expired at " + e.Expires.Format(time.RFC3339) + ", but the delete protocol refused: " + err.Error()
+	default:
+		e.Why = "kept: expired at " + e.Expires.Format(time.RFC3339) + ", but the delete failed: " + err.Error()
+		e.DeleteError = err.Error()
+	}
 }

@@ -1,6 +1,7 @@
 package branch
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -59,5 +60,23 @@ func TestExpiredBranchDeletedThroughTheProtocol(t *testing.T) {
 	}
 	if got := lanceBranches(t, dir, "t"); slices.Contains(got, "exp") {
 		t.Fatalf("Lance still lists the expired branch: %v", got)
+	}
+}
+
+// A delete whose StillDue says no under the claim refuses with
+// ErrBranchChanged and deletes nothing.
+func TestDeleteStillDueRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real Lance (Node)")
+	}
+	dir := t.TempDir()
+	branchedTable(t, dir, "t", "exp")
+	s, _ := localStore(t, dir)
+	_, err := Options{Table: "t", StillDue: func(map[string]string) bool { return false }}.Delete(bg, s, "exp")
+	if !errors.Is(err, ErrBranchChanged) || !errors.Is(err, ErrRefused) {
+		t.Fatalf("not due under the claim: %v", err)
+	}
+	if got := lanceBranches(t, dir, "t"); !slices.Contains(got, "exp") {
+		t.Fatalf("the branch was deleted: %v", got)
 	}
 }

@@ -587,7 +587,8 @@ func (d *Daemon) reapTags(ctx context.Context, r *PassReport) {
 // through the branch delete protocol; one a checkpoint pins (or that has
 // tags or children) is refused by it and kept, with the reason logged.
 func (d *Daemon) reapBranches(ctx context.Context, r *PassReport) {
-	rep, err := branch.ReapExpired(ctx, d.Store, branch.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Actor: d.actor()})
+	rep, err := branch.ReapExpired(ctx, d.Store, branch.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Actor: d.actor(),
+		Scope: claim.ScopeFor(d.Store.Location())})
 	r.Branches = rep
 	if rep != nil {
 		for _, e := range rep.Branches {
@@ -595,7 +596,7 @@ func (d *Daemon) reapBranches(ctx context.Context, r *PassReport) {
 			case e.Deleted:
 				d.Metrics.BranchesExpired.Inc()
 				d.Logger.Info("branch_expired", "table", e.Table, "branch", e.Branch, "expired", e.Expires.Format(time.RFC3339), "actor", d.actor())
-			case strings.Contains(e.Why, "the delete refused or failed"):
+			case strings.HasPrefix(e.Why, "kept: expired"):
 				d.Logger.Warn("an expired branch was kept", "table", e.Table, "branch", e.Branch, "why", e.Why)
 			}
 		}

@@ -207,10 +207,15 @@ func Parse(meta map[string]string) (Record, error) {
 }
 
 // Meta returns the metadata map of a branch file: the user metadata
-// user (reserved keys in it are dropped) with the lifecycle state, its
+// user (reserved keys in it are dropped, except the expiry) with the lifecycle state, its
 // operation, owner (nil for none), source and the time at.
 func Meta(user map[string]string, state State, op string, owner *Owner, source Source, at time.Time) map[string]string {
 	m := refmeta.User(user)
+	// The expiry is the branch's, not the lifecycle's: it survives every
+	// transition (a delete marked and rolled back keeps it).
+	if v, ok := user[refmeta.MetaExpires]; ok {
+		m[refmeta.MetaExpires] = v
+	}
 	m[StateKey] = string(state)
 	m[OpKey] = op
 	m[SourceKey] = source.String()

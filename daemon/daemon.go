@@ -16,6 +16,8 @@ import (
 	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/internal/fanout"
+	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/claim"
@@ -394,8 +396,7 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) er
 	if !d.Config.RetentionOn() {
 		return nil
 	}
-	d.reapLeases(ctx, r)
-	d.reapTags(ctx, r)
+	d.reapRefs(ctx, r)
 	d.reapBranches(ctx, r)
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
@@ -542,42 +543,69 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 	}
 }
 
-// reapLeases removes the reader leases expired by more than the margin,
-// so that the retention run that follows may remove what only they kept.
-// A failure only over-retains: it is logged, and retention goes on.
-func (d *Daemon) reapLeases(ctx context.Context, r *PassReport) {
-	rep, err := lease.Reap(ctx, d.Store, lease.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin)})
-	r.Leases = rep
-	if rep != nil {
-		for _, j := range rep.Leases {
-			if j.Reaped {
-				d.Metrics.LeasesReaped.Inc()
-				d.Logger.Info("lease_reaped", "table", j.Table, "lease", j.ID, "version", j.Version, "branch", j.Branch, "holder", j.Holder,
-					"expired", j.Expires.Format(time.RFC3339), "actor", d.actor())
-			}
+// reapRefs removes the reader leases and the tags (tag create --expires)
+// expired by more than the margin, so that the retention run that follows
+// may remove what only they kept: one listing of each table's tags serves
+// both. A failure only over-retains: it is logged, and retention goes on.
+func (d *Daemon) reapRefs(ctx context.Context, r *PassReport) {
+	margin := time.Duration(d.Config.ExpiryMargin)
+	lo := lease.ReapOptions{Now: d.now, Margin: margin}
+	to := tag.ReapOptions{Now: d.now, Margin: margin, Scope: claim.ScopeFor(d.Store.Location())}
+	leases, tags := lo.NewReaped(), to.NewReaped()
+	r.Leases, r.Tags = leases, tags
+	tables, err := checkpoint.DiscoverTables(ctx, d.Store)
+	if err != nil {
+		r.LeasesError, r.TagsError = err.Error(), err.Error()
+		d.Logger.Warn("reaping expired leases and tags skipped: the tables could not be listed; what they keep stays until the next retention pass", "error", err)
+		return
+	}
+	leases.Tables, tags.Tables = len(tables), len(tables)
+	type one struct {
+		leases []lease.Judged
+		tags   []tag.Expired
+		errs   []string
+	}
+	per, err := fanout.Map(ctx, d.Store.Parallelism(), len(tables), func(ctx context.Context, i int) (one, error) {
+		ds, err := lance.Open(d.Store, tables[i])
+		var ts []lance.Tag
+		if err == nil {
+			ts, err = ds.ListTags(ctx)
+		}
+		if err != nil {
+			return one{leases: lease.ListFailed(tables[i], err), errs: []string{tables[i] + ": listing its tags: " + err.Error()}}, nil
+		}
+		var o one
+		o.leases = lease.ReapTable(ctx, d.Store, tables[i], ts, lo)
+		o.tags, o.errs = tag.ReapTable(ctx, ds, ts, to)
+		return o, nil
+	})
+	if err != nil {
+		r.LeasesError, r.TagsError = err.Error(), err.Error()
+		return
+	}
+	for _, o := range per {
+		leases.Add(o.leases)
+		tags.Add(o.tags, o.errs)
+	}
+	for _, j := range leases.Leases {
+		if j.Reaped {
+			d.Metrics.LeasesReaped.Inc()
+			d.Logger.Info("lease_reaped", "table", j.Table, "lease", j.ID, "version", j.Version, "branch", j.Branch, "holder", j.Holder,
+				"expired", j.Expires.Format(time.RFC3339), "actor", d.actor())
 		}
 	}
-	if err != nil {
+	for _, e := range tags.Tags {
+		if e.Removed {
+			d.Metrics.TagsExpired.Inc()
+			d.Logger.Info("tag_expired", "table", e.Table, "tag", e.Tag, "version", e.Version, "branch", e.Branch,
+				"expired", e.Expires.Format(time.RFC3339), "actor", d.actor())
+		}
+	}
+	if err := leases.Err(); err != nil {
 		r.LeasesError = err.Error()
 		d.Logger.Warn("reaping expired leases was incomplete; the versions they keep stay until the next retention pass", "error", err)
 	}
-}
-
-// reapTags removes the tags expired by more than the margin (tag
-// create --expires), as reapLeases does leases.
-func (d *Daemon) reapTags(ctx context.Context, r *PassReport) {
-	rep, err := tag.ReapExpired(ctx, d.Store, tag.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Scope: claim.ScopeFor(d.Store.Location())})
-	r.Tags = rep
-	if rep != nil {
-		for _, e := range rep.Tags {
-			if e.Removed {
-				d.Metrics.TagsExpired.Inc()
-				d.Logger.Info("tag_expired", "table", e.Table, "tag", e.Tag, "version", e.Version, "branch", e.Branch,
-					"expired", e.Expires.Format(time.RFC3339), "actor", d.actor())
-			}
-		}
-	}
-	if err != nil {
+	if err := tags.Err(); err != nil {
 		r.TagsError = err.Error()
 		d.Logger.Warn("removing expired tags was incomplete; the versions they keep stay until the next retention pass", "error", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
@@ -52,65 +53,106 @@ type Reaped struct {
 // tables are read side by side under the store's limiter: one listing of
 // each table's tags, and one delete per reaped lease.
 func Reap(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
-	margin := o.Margin
-	if margin <= 0 {
-		margin = DefaultMargin
-	}
-	now := Options{Now: o.Now}.now()
-	res := &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Leases: []Judged{}}
+	res := o.NewReaped()
 	tables, err := checkpoint.DiscoverTables(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	res.Tables = len(tables)
 	per, err := fanout.Map(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) ([]Judged, error) {
-		ls, err := List(ctx, s, tables[i])
+		ds, err := lance.Open(s, tables[i])
 		if err != nil {
-			return []Judged{{Lease: Lease{Table: tables[i]}, Why: "listing the table's leases failed: " + err.Error()}}, nil
+			return ListFailed(tables[i], err), nil
 		}
-		out := make([]Judged, 0, len(ls))
-		for _, l := range ls {
-			j := Judged{Lease: l}
-			switch {
-			case l.Problem != "":
-				j.Why = "kept: " + l.Problem + " (release it with `retain lease release`)"
-			case !now.After(l.Expires.Add(margin)):
-				if now.After(l.Expires) {
-					j.Why = fmt.Sprintf("kept: expired at %s, within the %s margin", l.Expires.Format(time.RFC3339), margin)
-				} else {
-					j.Why = "kept: expires " + l.Expires.Format(time.RFC3339)
-				}
-			case o.DryRun:
-				j.Reaped, j.Why = true, fmt.Sprintf("would reap: expired at %s", l.Expires.Format(time.RFC3339))
-			default:
-				j.Reaped, j.Why = reapOne(ctx, s, l)
-			}
-			out = append(out, j)
+		tags, err := ds.ListTags(ctx)
+		if err != nil {
+			return ListFailed(tables[i], err), nil
 		}
-		return out, nil
+		return ReapTable(ctx, s, tables[i], tags, o), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, js := range per {
-		for _, j := range js {
-			if j.Tag == "" { // a table that could not be listed
-				res.Errors = append(res.Errors, j.Table+": "+j.Why)
-				continue
-			}
-			if strings.HasPrefix(j.Why, "kept: removing failed") {
-				res.Errors = append(res.Errors, j.Table+" "+j.Tag+": "+j.Why)
-			}
-			if j.Reaped {
-				res.Removed++
-			}
-			res.Leases = append(res.Leases, j)
+		res.Add(js)
+	}
+	return res, res.Err()
+}
+
+func (o ReapOptions) clock() (time.Time, time.Duration) {
+	margin := o.Margin
+	if margin <= 0 {
+		margin = DefaultMargin
+	}
+	return Options{Now: o.Now}.now(), margin
+}
+
+// NewReaped is an empty report of a reap with o.
+func (o ReapOptions) NewReaped() *Reaped {
+	now, margin := o.clock()
+	return &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Leases: []Judged{}}
+}
+
+// ListFailed is the judgement of a table whose tags could not be listed:
+// its leases stay, and the reap reports the table (Add).
+func ListFailed(table string, err error) []Judged {
+	return []Judged{{Lease: Lease{Table: table}, Why: "listing the table's leases failed: " + err.Error()}}
+}
+
+// ReapTable judges, and unless DryRun reaps, the leases among the tags of
+// table as already listed: a caller that lists them anyway (the daemon,
+// for tag expiries too) lists once.
+func ReapTable(ctx context.Context, s *core.Store, table string, tags []lance.Tag, o ReapOptions) []Judged {
+	now, margin := o.clock()
+	var out []Judged
+	for _, tg := range tags {
+		if !registry.IsLeaseTag(tg.Name) {
+			continue
 		}
+		l := fromTag(table, tg)
+		j := Judged{Lease: l}
+		switch {
+		case l.Problem != "":
+			j.Why = "kept: " + l.Problem + " (release it by its tag name with `retain lease release`)"
+		case !now.After(l.Expires.Add(margin)):
+			if now.After(l.Expires) {
+				j.Why = fmt.Sprintf("kept: expired at %s, within the %s margin", l.Expires.Format(time.RFC3339), margin)
+			} else {
+				j.Why = "kept: expires " + l.Expires.Format(time.RFC3339)
+			}
+		case o.DryRun:
+			j.Reaped, j.Why = true, fmt.Sprintf("would reap: expired at %s", l.Expires.Format(time.RFC3339))
+		default:
+			j.Reaped, j.Why = reapOne(ctx, s, l)
+		}
+		out = append(out, j)
 	}
-	if len(res.Errors) > 0 {
-		return res, fmt.Errorf("%d lease(s) or table(s) could not be reaped (they only keep their versions until the next reap): %s", len(res.Errors), res.Errors[0])
+	return out
+}
+
+// Add counts one table's judgements into r.
+func (r *Reaped) Add(js []Judged) {
+	for _, j := range js {
+		if j.Tag == "" { // a table that could not be listed
+			r.Errors = append(r.Errors, j.Table+": "+j.Why)
+			continue
+		}
+		if strings.HasPrefix(j.Why, "kept: removing failed") {
+			r.Errors = append(r.Errors, j.Table+" "+j.Tag+": "+j.Why)
+		}
+		if j.Reaped {
+			r.Removed++
+		}
+		r.Leases = append(r.Leases, j)
 	}
-	return res, nil
+}
+
+// Err is why the reap was incomplete, nil when it was not.
+func (r *Reaped) Err() error {
+	if len(r.Errors) > 0 {
+		return fmt.Errorf("%d lease(s) or table(s) could not be reaped (they only keep their versions until the next reap): %s", len(r.Errors), r.Errors[0])
+	}
+	return nil
 }
 
 func reapOne(ctx context.Context, s *core.Store, l Lease) (bool, string) {

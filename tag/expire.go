@@ -58,15 +58,7 @@ type Reaped struct {
 // stays). A tag whose expiry does not parse is kept and reported. Reserved
 // tags (pins, leases) are never judged here.
 func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
-	margin := o.Margin
-	if margin <= 0 {
-		margin = DefaultExpiryMargin
-	}
-	now := time.Now().UTC()
-	if o.Now != nil {
-		now = o.Now().UTC()
-	}
-	res := &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Tags: []Expired{}}
+	res := o.NewReaped()
 	tables, err := checkpoint.DiscoverTables(ctx, s)
 	if err != nil {
 		return nil, err
@@ -77,69 +69,103 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 		errs []string
 	}
 	per, err := fanout.Map(ctx, s.Parallelism(), len(tables), func(ctx context.Context, i int) (one, error) {
-		var out one
 		ds, err := lance.Open(s, tables[i])
 		if err != nil {
-			out.errs = append(out.errs, tables[i]+": "+err.Error())
-			return out, nil
+			return one{errs: []string{tables[i] + ": " + err.Error()}}, nil
 		}
-		t := New(ds, Options{Scope: o.Scope, Gates: o.Gates})
-		refs, err := t.List(ctx, nil)
+		tags, err := ds.ListTags(ctx)
 		if err != nil {
-			out.errs = append(out.errs, tables[i]+": listing its tags: "+err.Error())
-			return out, nil
+			return one{errs: []string{tables[i] + ": listing its tags: " + err.Error()}}, nil
 		}
-		for _, r := range refs {
-			if r.Reserved {
-				continue
-			}
-			at, ok, perr := refmeta.Expiry(r.Metadata)
-			if !ok {
-				continue
-			}
-			e := Expired{Table: tables[i], Tag: r.Name, Branch: r.Branch, Version: r.Version, Expires: at}
-			switch {
-			case perr != nil:
-				e.Why = "kept: " + perr.Error() + " (fix it with `retain tag update --expires` or `--no-expiry`)"
-			case !now.After(at.Add(margin)):
-				e.Why = "kept: expires " + at.Format(time.RFC3339)
-				if now.After(at) {
-					e.Why = fmt.Sprintf("kept: expired at %s, within the %s margin", at.Format(time.RFC3339), margin)
-				}
-			case o.DryRun:
-				e.Removed, e.Why = true, "would remove: expired at "+at.Format(time.RFC3339)
-			default:
-				_, err := t.Delete(ctx, r.Name, r.Token)
-				switch {
-				case err == nil:
-					e.Removed, e.Why = true, "removed: expired at "+at.Format(time.RFC3339)
-				case errors.Is(err, lance.ErrTagChanged):
-					e.Why = "kept: updated since it was read"
-				case errors.Is(err, lance.ErrTagNotFound):
-					e.Why = "gone: deleted since it was read"
-				default:
-					e.Why = "kept: removing failed: " + err.Error()
-					out.errs = append(out.errs, tables[i]+" tag "+r.Name+": "+err.Error())
-				}
-			}
-			out.tags = append(out.tags, e)
-		}
-		return out, nil
+		ex, errs := ReapTable(ctx, ds, tags, o)
+		return one{ex, errs}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	for _, p := range per {
-		res.Tags = append(res.Tags, p.tags...)
-		res.Errors = append(res.Errors, p.errs...)
-		for _, e := range p.tags {
-			if e.Removed {
-				res.Removed++
+		res.Add(p.tags, p.errs)
+	}
+	return res, res.Err()
+}
+
+func (o ReapOptions) clock() (time.Time, time.Duration) {
+	margin := o.Margin
+	if margin <= 0 {
+		margin = DefaultExpiryMargin
+	}
+	if o.Now != nil {
+		return o.Now().UTC(), margin
+	}
+	return time.Now().UTC(), margin
+}
+
+// NewReaped is an empty report of a reap with o.
+func (o ReapOptions) NewReaped() *Reaped {
+	now, margin := o.clock()
+	return &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Tags: []Expired{}}
+}
+
+// ReapTable judges, and unless DryRun removes, the expired user tags of
+// ds among tags as already listed (a caller that lists them anyway — the
+// daemon, for leases too — lists once). errs are removals that failed.
+func ReapTable(ctx context.Context, ds *lance.Dataset, tags []lance.Tag, o ReapOptions) (out []Expired, errs []string) {
+	now, margin := o.clock()
+	t := New(ds, Options{Scope: o.Scope, Gates: o.Gates})
+	for _, tg := range tags {
+		r := tagRefOf(tg)
+		if r.Reserved {
+			continue
+		}
+		at, ok, perr := refmeta.Expiry(r.Metadata)
+		if !ok {
+			continue
+		}
+		e := Expired{Table: ds.Root, Tag: r.Name, Branch: r.Branch, Version: r.Version, Expires: at}
+		switch {
+		case perr != nil:
+			e.Why = "kept: " + perr.Error() + " (fix it with `retain tag update --expires` or `--no-expiry`)"
+		case !now.After(at.Add(margin)):
+			e.Why = "kept: expires " + at.Format(time.RFC3339)
+			if now.After(at) {
+				e.Why = fmt.Sprintf("kept: expired at %s, within the %s margin", at.Format(time.RFC3339), margin)
+			}
+		case o.DryRun:
+			e.Removed, e.Why = true, "would remove: expired at "+at.Format(time.RFC3339)
+		default:
+			_, err := t.Delete(ctx, r.Name, r.Token)
+			switch {
+			case err == nil:
+				e.Removed, e.Why = true, "removed: expired at "+at.Format(time.RFC3339)
+			case errors.Is(err, lance.ErrTagChanged):
+				e.Why = "kept: updated since it was read"
+			case errors.Is(err, lance.ErrTagNotFound):
+				e.Why = "gone: deleted since it was read"
+			default:
+				e.Why = "kept: removing failed: " + err.Error()
+				errs = append(errs, ds.Root+" tag "+r.Name+": "+err.Error())
 			}
 		}
+		out = append(out, e)
 	}
-	if len(res.Errors) > 0 {
-		return res, fmt.Errorf("%d expired tag(s) or table(s) could not be reaped (they only keep their versions until the next reap): %s", len(res.Errors), res.Errors[0])
+	return out, errs
+}
+
+// Add counts one table's results into r.
+func (r *Reaped) Add(tags []Expired, errs []string) {
+	r.Tags = append(r.Tags, tags...)
+	r.Errors = append(r.Errors, errs...)
+	for _, e := range tags {
+		if e.Removed {
+			r.Removed++
+		}
 	}
-	return res, nil
+}
+
+// Err is why the reap was incomplete, nil when it was not.
+func (r *Reaped) Err() error {
+	if len(r.Errors) > 0 {
+		return fmt.Errorf("%d expired tag(s) or table(s) could not be reaped (they only keep their versions until the next reap): %s", len(r.Errors), r.Errors[0])
+	}
+	return nil
 }

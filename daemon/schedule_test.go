@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/sdk/claim"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -246,5 +247,29 @@ func TestScheduleRotationLeavesHandMadeCheckpoints(t *testing.T) {
 		if dc.Name == "hourly/pre-migration" {
 			t.Fatalf("the hand-made checkpoint was judged: %+v", dc)
 		}
+	}
+}
+
+// A scheduled create that finds the retention claim held is deferred, a
+// claim wait, not a failed pass; the next pass in the slot takes it.
+func TestScheduledCreateDeferredWhileTheClaimIsHeld(t *testing.T) {
+	_, s, loc := store(t, "v2-appends")
+	h, err := claim.Acquire(bg, s, claim.Request{OperationID: "cleanup-test", Action: "cleanup", Actor: "ops", Scope: core.ScopeHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2030, 1, 1, 10, 5, 0, 0, time.UTC)
+	d := &Daemon{Store: s.At(loc), Config: cfg(t, "interval: 1m\ncheckpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1h\n"),
+		Now: func() time.Time { return now }}
+	r := d.Pass(bg)
+	if r.Err() != nil || r.Checkpoints[0].Deferred == "" || r.Checkpoints[0].Error != "" || r.Checkpoints[0].Created != nil {
+		t.Fatalf("while held: %v %+v", r.Err(), r.Checkpoints)
+	}
+	if err := h.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Minute)
+	if r := d.Pass(bg); r.Err() != nil || r.Checkpoints[0].Created == nil {
+		t.Fatalf("after release: %v %+v", r.Err(), r.Checkpoints)
 	}
 }

@@ -97,6 +97,27 @@ type RetentionConfig struct {
 	// runs as `--confirm-write-outage`. Default false: the daemon cleans
 	// online, which needs OlderThan >= retention.MinOnlineAge.
 	WritersStopped bool `json:"writers_stopped,omitempty"`
+	// Tables and Branches replace the window for the tables and branches
+	// their patterns match, in the order written (the first match wins; a
+	// branch's rule wins over its table's): retention.Rule.
+	Tables   []WindowRule `json:"tables,omitempty"`
+	Branches []WindowRule `json:"branches,omitempty"`
+}
+
+// WindowRule is one per-table or per-branch window:
+// `branches: {"session/*": {older_than: 7d}}`.
+type WindowRule struct {
+	Pattern   string   `json:"pattern"`
+	OlderThan Duration `json:"older_than,omitempty"`
+	KeepLast  int      `json:"keep_last,omitempty"`
+}
+
+func rules(ws []WindowRule) []retention.Rule {
+	var out []retention.Rule
+	for _, w := range ws {
+		out = append(out, retention.Rule{Pattern: w.Pattern, OlderThan: time.Duration(w.OlderThan), KeepLast: w.KeepLast})
+	}
+	return out
 }
 
 // Defaults.
@@ -152,7 +173,8 @@ func (c Config) RetentionOn() bool { return c.Retention.OlderThan > 0 || c.Reten
 
 // Policy is the cleanup policy of the configured window.
 func (c Config) Policy() retention.Policy {
-	return retention.Policy{OlderThan: time.Duration(c.Retention.OlderThan), KeepLast: c.Retention.KeepLast}
+	return retention.Policy{OlderThan: time.Duration(c.Retention.OlderThan), KeepLast: c.Retention.KeepLast,
+		Tables: rules(c.Retention.Tables), Branches: rules(c.Retention.Branches)}
 }
 
 // Validate refuses a configuration the daemon could not honour.
@@ -192,6 +214,9 @@ func (c Config) validate(at func(key string) (string, int)) error {
 		return bad(key, "retention runs online (writers may commit) and then needs older_than of at least %s (got %s): a writer may still build on a recent version; lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
 			retention.MinOnlineAge, time.Duration(c.Retention.OlderThan))
 	}
+	if err := c.validateRules(bad); err != nil {
+		return err
+	}
 	if err := c.validateSchedules(bad); err != nil {
 		return err
 	}
@@ -200,6 +225,39 @@ func (c Config) validate(at func(key string) (string, int)) error {
 	}
 	if err := checkConfigActor(c.Identity); err != "" {
 		return bad("identity", "identity %s", err)
+	}
+	return nil
+}
+
+// validateRules refuses a per-reference window retention could not run:
+// one that says nothing to keep, a bad pattern, or (online) an older_than
+// too short for writers still committing.
+func (c Config) validateRules(bad func(key, format string, args ...any) error) error {
+	for _, set := range []struct {
+		key   string
+		rules []WindowRule
+	}{{"retention.tables", c.Retention.Tables}, {"retention.branches", c.Retention.Branches}} {
+		for i, w := range set.rules {
+			at := fmt.Sprintf("%s[%d]", set.key, i)
+			if _, err := glob.Compile(w.Pattern); err != nil {
+				return bad(at, "%s %q: %v", set.key, w.Pattern, err)
+			}
+			switch {
+			case w.OlderThan < 0 || w.KeepLast < 0:
+				return bad(at, "%s %q: older_than and keep_last may not be negative", set.key, w.Pattern)
+			case w.OlderThan == 0 && w.KeepLast == 0:
+				return bad(at, "%s %q sets neither older_than nor keep_last: say which versions it keeps", set.key, w.Pattern)
+			case !c.RetentionOn():
+				return bad(at, "%s %q replaces the window where it matches, but retention has no window (older_than and/or keep_last) for everything else: set one", set.key, w.Pattern)
+			case !c.Retention.WritersStopped && time.Duration(w.OlderThan) < retention.MinOnlineAge:
+				key := at + ".older_than"
+				if w.OlderThan == 0 {
+					key = at
+				}
+				return bad(key, "%s %q: retention runs online (writers may commit) and then needs older_than of at least %s in every rule (got %s): lengthen it, or set writers_stopped: true if no writer commits while the daemon runs",
+					set.key, w.Pattern, retention.MinOnlineAge, time.Duration(w.OlderThan))
+			}
+		}
 	}
 	return nil
 }

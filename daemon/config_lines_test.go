@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,7 +35,7 @@ func TestConfigErrorsNameFileAndLine(t *testing.T) {
 		{"too-short.yaml", "retention:\n  keep_last: 2\ninterval: 1ms\n", 3, `interval 1ms is too short`},
 		{"online.yaml", "interval: 1h\nretention:\n  keep_last: 2\n  older_than: 10m\n", 4, `needs older_than of at least 1h`},
 		{"online-no-age.yaml", "interval: 1h\nretention:\n  keep_last: 2\n", 2, `needs older_than of at least 1h`},
-		{"not-a-map.yaml", "retention: [1, 2]\n", 1, `"retention" must be a mapping of keys (older_than, keep_last, every, writers_stopped), not a list`},
+		{"not-a-map.yaml", "retention: [1, 2]\n", 1, `"retention" must be a mapping of keys (older_than, keep_last, every, writers_stopped, tables, branches), not a list`},
 		{"syntax.yaml", "interval: 1h\nretention:\n\tkeep_last: 2\n", 3, `the config does not parse: found character that cannot start any token`},
 		{"actor.yaml", "interval: 1h\nactor: \"ops\\nforged\"\n", 2, `actor has a non-printable character`},
 		{"typo.json", "{\n  \"interval\": \"1h\",\n  \"retention\": {\"keep_lats\": 2}\n}\n", 3, `unknown key "keep_lats" (did you mean "keep_last"?)`},
@@ -64,7 +65,7 @@ func TestConfigParsesYAMLAndJSON(t *testing.T) {
 		"c.json": `{"interval": "2h", "actor": "ops", "parallelism": 64, "max_rps": 250, "retention": {"keep_last": 3, "older_than": "2w", "writers_stopped": true}}`,
 	} {
 		c, err := ParseConfig(name, []byte(text))
-		if err != nil || c.Interval != want.Interval || c.Actor != want.Actor || c.Parallelism != want.Parallelism || c.MaxRPS != want.MaxRPS || c.Retention != want.Retention || c.Enabled != nil {
+		if err != nil || c.Interval != want.Interval || c.Actor != want.Actor || c.Parallelism != want.Parallelism || c.MaxRPS != want.MaxRPS || !reflect.DeepEqual(c.Retention, want.Retention) || c.Enabled != nil {
 			t.Fatalf("%s: %+v %v", name, c, err)
 		}
 	}

@@ -39,10 +39,12 @@ func (e *ConfigError) Unwrap() error { return core.ErrInvalidArgument }
 // configKeys are the keys of each mapping of the config, by path ("" the
 // top level); a key not here is refused, naming the nearest one.
 var configKeys = map[string][]string{
-	"":                   {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "checkpoints", "expiry_margin"},
-	"retention":          {"older_than", "keep_last", "every", "writers_stopped"},
-	"checkpoints[]":      {"name", "every", "offset", "branch", "keep"},
-	"checkpoints[].keep": {"last", "hourly", "daily", "weekly", "monthly", "yearly", "within", "within_hourly", "within_daily", "within_weekly", "within_monthly", "within_yearly"},
+	"":                     {"enabled", "interval", "retention", "actor", "parallelism", "max_rps", "stores", "discover", "concurrency", "checkpoints", "expiry_margin"},
+	"retention":            {"older_than", "keep_last", "every", "writers_stopped", "tables", "branches"},
+	"retention.tables[]":   {"older_than", "keep_last"},
+	"retention.branches[]": {"older_than", "keep_last"},
+	"checkpoints[]":        {"name", "every", "offset", "branch", "keep"},
+	"checkpoints[].keep":   {"last", "hourly", "daily", "weekly", "monthly", "yearly", "within", "within_hourly", "within_daily", "within_weekly", "within_monthly", "within_yearly"},
 }
 
 // listIndex matches the index of a list entry in a key path.
@@ -120,6 +122,10 @@ func ParseConfig(file string, b []byte) (Config, error) {
 					return durationValue(path, v, at, &c.Retention.Every)
 				case "retention.keep_last":
 					return intValue(path, v, at, &c.Retention.KeepLast)
+				case "retention.tables":
+					return ruleMap(path, v, lines, at, &c.Retention.Tables)
+				case "retention.branches":
+					return ruleMap(path, v, lines, at, &c.Retention.Branches)
 				case "retention.writers_stopped":
 					b, err := boolValue(path, v, at)
 					if b != nil {
@@ -363,6 +369,45 @@ func stringList(key string, v *yaml.Node, at func(int, string, ...any) error) ([
 }
 
 // scheduleList reads `checkpoints:`, a list of schedules.
+// ruleMap reads a mapping of pattern to window ({"session/*": {older_than:
+// 7d}}) in the order written: the first pattern that matches decides.
+func ruleMap(path string, v *yaml.Node, lines map[string]int, at func(int, string, ...any) error, out *[]WindowRule) error {
+	if isNull(v) {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		return at(v.Line, "%s must be a mapping of pattern to window ({\"session/*\": {older_than: 7d}}), not %s", path, nodeKind(v))
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, w := v.Content[i], v.Content[i+1]
+		if first, ok := seen[k.Value]; ok {
+			return at(k.Line, "%s: pattern %q again (first on line %d): write each pattern once", path, k.Value, first)
+		}
+		seen[k.Value] = k.Line
+		r := WindowRule{Pattern: k.Value}
+		at2 := fmt.Sprintf("%s[%d]", path, len(*out))
+		lines[at2] = k.Line
+		if !isNull(w) && w.Kind != yaml.MappingNode {
+			return at(w.Line, "%s %q must be a mapping (older_than, keep_last), not %s", path, k.Value, nodeKind(w))
+		}
+		err := walkMapping(w, at2, lines, at, func(key string, k, v *yaml.Node) error {
+			switch k.Value {
+			case "older_than":
+				return durationValue(key, v, at, &r.OlderThan)
+			case "keep_last":
+				return intValue(key, v, at, &r.KeepLast)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		*out = append(*out, r)
+	}
+	return nil
+}
+
 func scheduleList(v *yaml.Node, lines map[string]int, at func(int, string, ...any) error, out *[]Schedule) error {
 	if isNull(v) {
 		return nil

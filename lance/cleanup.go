@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/glob"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -207,6 +208,11 @@ type Policy struct {
 	// KeepLast keeps the newest KeepLast versions of each branch. 0: none
 	// (1 keeps only the latest, which is always kept).
 	KeepLast int
+	// Branches replace OlderThan and KeepLast for the branches they match:
+	// the first window whose Pattern matches a branch's name ("main" for
+	// main) is that branch's window. A branch no window matches has
+	// OlderThan and KeepLast.
+	Branches []BranchWindow
 	// ExtraRoots are versions the caller pins (checkpoints). A root that
 	// names a branch or version that does not exist refuses the cleanup.
 	ExtraRoots []Root
@@ -242,6 +248,51 @@ type Policy struct {
 	// folderByFolder: list each folder, not the whole table in one page
 	// (the retry of a plan a whole listing refused).
 	folderByFolder bool
+}
+
+// BranchWindow is the window of the branches a pattern matches.
+type BranchWindow struct {
+	// Pattern is a glob over branch names (internal/glob: `*` matches any
+	// run, '/' included; "main" is main).
+	Pattern string `json:"pattern"`
+	// Rule names the rule in the plan's reasons ("branch rule session/*");
+	// "" shows the pattern.
+	Rule      string    `json:"rule,omitempty"`
+	OlderThan time.Time `json:"olderThan,omitzero"`
+	KeepLast  int       `json:"keepLast,omitempty"`
+
+	match *glob.Pattern
+}
+
+// window is the cut-off and keep-last one branch is planned with, and the
+// rule that set them ("" for the policy's own).
+type window struct {
+	olderThan time.Time
+	keepLast  int
+	rule      string
+}
+
+// suffix is the rule as it follows a reason: " (branch rule session/*)".
+func (w window) suffix() string {
+	if w.rule == "" {
+		return ""
+	}
+	return " (" + w.rule + ")"
+}
+
+// branchWindow is branch b's window: the first matching branch window's, else
+// the policy's.
+func (pl *planner) branchWindow(b string) window {
+	for _, bw := range pl.p.Branches {
+		if bw.match.Match(branchName(b)) {
+			r := bw.Rule
+			if r == "" {
+				r = "branch rule " + bw.Pattern
+			}
+			return window{bw.OlderThan, bw.KeepLast, r}
+		}
+	}
+	return window{pl.p.OlderThan, pl.p.KeepLast, ""}
 }
 
 func (p Policy) now() time.Time {
@@ -299,14 +350,22 @@ type Plan struct {
 	Snapshot PlanSnapshot `json:"snapshot"`
 
 	stats planStats
+	// tags and branches are the refs the plan read (RefsRead).
+	tags     []Tag
+	branches []Branch
 }
+
+// RefsRead are the tags and branches the plan was made with: a caller
+// describing them (their lifetimes, say) reads nothing more.
+func (p *Plan) RefsRead() ([]Tag, []Branch) { return p.tags, p.branches }
 
 // PlanPolicy echoes the policy a plan was made with.
 type PlanPolicy struct {
-	OlderThan    *time.Time `json:"olderThan,omitempty"`
-	KeepLast     int        `json:"keepLast,omitempty"`
-	ExtraRoots   []Root     `json:"extraRoots,omitempty"`
-	SafetyWindow string     `json:"safetyWindow"`
+	OlderThan    *time.Time     `json:"olderThan,omitempty"`
+	KeepLast     int            `json:"keepLast,omitempty"`
+	Branches     []BranchWindow `json:"branches,omitempty"`
+	ExtraRoots   []Root         `json:"extraRoots,omitempty"`
+	SafetyWindow string         `json:"safetyWindow"`
 }
 
 // PlannedVersion is one version and the decision about it.
@@ -572,8 +631,21 @@ func (d *Dataset) PlanCleanup(ctx context.Context, p Policy) (*Plan, error) {
 	if p.KeepLast < 0 {
 		return nil, core.Errorf("lance-cleanup", d.Root, core.ErrInvalidArgument, "KeepLast %d is negative", p.KeepLast)
 	}
+	p.Branches = append([]BranchWindow(nil), p.Branches...)
+	for i := range p.Branches {
+		bw := &p.Branches[i]
+		m, err := glob.Compile(bw.Pattern)
+		if err != nil {
+			return nil, core.Errorf("lance-cleanup", d.Root, core.ErrInvalidArgument, "branch window %q: %v", bw.Pattern, err)
+		}
+		if bw.OlderThan.IsZero() && bw.KeepLast <= 0 {
+			return nil, core.Errorf("lance-cleanup", d.Root, core.ErrInvalidArgument,
+				"branch window %q sets neither OlderThan nor a positive KeepLast: say which versions to keep", bw.Pattern)
+		}
+		bw.match = m
+	}
 	pl := &planner{d: d, p: p, now: p.now(), window: p.safetyWindow(), kept: NewRefSet(), removed: map[string]*RemovedRefs{}, need: map[string]*keptFile{}}
-	pl.plan = &Plan{Dataset: d.Root, PlannedAt: pl.now, Policy: PlanPolicy{KeepLast: p.KeepLast, SafetyWindow: pl.windowText()}}
+	pl.plan = &Plan{Dataset: d.Root, PlannedAt: pl.now, Policy: PlanPolicy{KeepLast: p.KeepLast, Branches: p.Branches, SafetyWindow: pl.windowText()}}
 	if !p.OlderThan.IsZero() {
 		t := p.OlderThan
 		pl.plan.Policy.OlderThan = &t
@@ -665,6 +737,7 @@ func (pl *planner) readRefs(ctx context.Context) ([]Tag, []Branch, error) {
 		return nil, nil, pl.refuseRefs(err, "branches")
 	}
 	tags := refs.Tags
+	pl.plan.tags, pl.plan.branches = tags, branches
 	for _, t := range tags {
 		pl.plan.Snapshot.Tags = append(pl.plan.Snapshot.Tags, RefSnapshot{Name: t.Name, Key: t.Info.Key, ObjectVersion: t.Info.Version})
 	}
@@ -742,8 +815,9 @@ func (pl *planner) roots(tags []Tag, branches []Branch) (map[string]map[uint64][
 	for _, m := range pl.members {
 		vs := m.versions
 		out[m.branch][vs[len(vs)-1].N] = append(out[m.branch][vs[len(vs)-1].N], "latest")
-		for i := max(0, len(vs)-pl.p.KeepLast); i < len(vs) && pl.p.KeepLast > 0; i++ {
-			out[m.branch][vs[i].N] = append(out[m.branch][vs[i].N], "keep-last "+strconv.Itoa(pl.p.KeepLast))
+		w := pl.branchWindow(m.branch)
+		for i := max(0, len(vs)-w.keepLast); i < len(vs) && w.keepLast > 0; i++ {
+			out[m.branch][vs[i].N] = append(out[m.branch][vs[i].N], "keep-last "+strconv.Itoa(w.keepLast)+w.suffix())
 		}
 	}
 	for _, t := range tags {
@@ -796,6 +870,7 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := readAhead(ctx, m.ds, m.versions, pl.p.ReadAhead)
+	w := pl.branchWindow(m.branch)
 	for _, v := range m.versions {
 		man, err := next()
 		if err != nil {
@@ -808,8 +883,8 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 				branchName(man.Branch), branchName(m.branch)), nil)
 		}
 		reasons := append([]string(nil), roots[v.N]...)
-		if !pl.p.OlderThan.IsZero() && !man.Timestamp.Before(pl.p.OlderThan) {
-			reasons = append(reasons, "not older than the cut-off "+pl.p.OlderThan.UTC().Format(time.RFC3339Nano))
+		if !w.olderThan.IsZero() && !man.Timestamp.Before(w.olderThan) {
+			reasons = append(reasons, "not older than the cut-off "+w.olderThan.UTC().Format(time.RFC3339Nano)+w.suffix())
 		}
 		pv := PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: man.Timestamp, Key: v.Key, Size: v.Info.Size, Keep: len(reasons) > 0}
 		id := VersionID{m.branch, v.N}
@@ -820,7 +895,7 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 				return err
 			}
 		} else {
-			pv.Reasons = []string{pl.removedReason(man.Timestamp)}
+			pv.Reasons = []string{pl.removedReason(m.branch, man.Timestamp)}
 			for _, f := range man.Files() {
 				if f.Outside || f.Kind == KindManifest {
 					continue
@@ -889,15 +964,16 @@ func readAhead(ctx context.Context, d *Dataset, vs []Version, depth int) func() 
 	}
 }
 
-func (pl *planner) removedReason(ts time.Time) string {
+func (pl *planner) removedReason(branch string, ts time.Time) string {
+	w := pl.branchWindow(branch)
 	var why []string
-	if !pl.p.OlderThan.IsZero() {
+	if !w.olderThan.IsZero() {
 		why = append(why, "committed "+ts.UTC().Format(time.RFC3339Nano)+", before the cut-off")
 	}
-	if pl.p.KeepLast > 0 {
-		why = append(why, "not among the last "+strconv.Itoa(pl.p.KeepLast))
+	if w.keepLast > 0 {
+		why = append(why, "not among the last "+strconv.Itoa(w.keepLast))
 	}
-	return "removed: " + strings.Join(why, " and ") + "; not the latest, tagged, a fork point or an extra root"
+	return "removed: " + strings.Join(why, " and ") + w.suffix() + "; not the latest, tagged, a fork point or an extra root"
 }
 
 // managedDirs are the folders of a dataset Lance's cleanup manages.

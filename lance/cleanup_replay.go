@@ -79,7 +79,7 @@ type planStats struct {
 
 // replayable says whether member m is planned from transactions.
 func (pl *planner) replayable(m *member) bool {
-	return pl.p.FromTransactions && pl.p.OlderThan.IsZero() && m.branch == ""
+	return pl.p.FromTransactions && pl.branchWindow(m.branch).olderThan.IsZero() && m.branch == ""
 }
 
 // replayMinBytes is how many bytes of removed manifests make planning
@@ -160,7 +160,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 			}
 			pl.stats.kinds[ops[i].kind]++
 			pl.plan.Versions = append(pl.plan.Versions, PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: v.Info.ModTime,
-				Key: v.Key, Size: v.Info.Size, Reasons: []string{pl.removedReason(v.Info.ModTime)}, FromTransaction: true})
+				Key: v.Key, Size: v.Info.Size, Reasons: []string{pl.removedReason(m.branch, v.Info.ModTime)}, FromTransaction: true})
 			continue
 		}
 		man, err := next()
@@ -200,7 +200,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 				return err
 			}
 		} else {
-			pv.Reasons = []string{pl.removedReason(man.Timestamp)}
+			pv.Reasons = []string{pl.removedReason(m.branch, man.Timestamp)}
 		}
 		pl.plan.Versions = append(pl.plan.Versions, pv)
 	}

@@ -333,8 +333,11 @@ func List(ctx context.Context, s *core.Store, table string) ([]Lease, error) {
 	return out, nil
 }
 
-// fromTag reads a lease from its tag; metadata that does not parse is
-// the lease's Problem, never a zero expiry.
+// FromTag reads a lease from its tag (a registry.IsLeaseTag name) in
+// table; metadata that does not parse is the lease's Problem, never a zero
+// expiry.
+func FromTag(table string, tg lance.Tag) Lease { return fromTag(table, tg) }
+
 func fromTag(table string, tg lance.Tag) Lease {
 	l := Lease{ID: registry.ID(strings.TrimPrefix(tg.Name, registry.LeaseTagPrefix)), Table: table, Tag: tg.Name, Branch: tg.Branch,
 		Version: tg.Version, Holder: tg.Metadata[MetaHolder], Token: tg.Info.Version}

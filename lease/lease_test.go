@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -72,7 +73,7 @@ func TestLeasedVersionSurvivesUntilReaped(t *testing.T) {
 	s, _ := store(t)
 	now := time.Now().UTC()
 	clock := func() time.Time { return now }
-	l, err := Acquire(bg, s, Request{Table: table, Version: 1, TTL: 30 * time.Minute}, Options{Actor: "scanner", Now: clock})
+	l, err := lease.Acquire(bg, s, lease.Request{Table: table, Version: 1, TTL: 30 * time.Minute}, lease.Options{Actor: "scanner", Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,25 +91,25 @@ func TestLeasedVersionSurvivesUntilReaped(t *testing.T) {
 	}
 	// Past expiry but within the margin: kept.
 	now = now.Add(33 * time.Minute)
-	r, err := Reap(bg, s, ReapOptions{Now: clock})
+	r, err := lease.Reap(bg, s, lease.ReapOptions{Now: clock})
 	if err != nil || r.Removed != 0 || len(r.Leases) != 1 || !strings.Contains(r.Leases[0].Why, "within the 5m0s margin") {
 		t.Fatalf("reap within the margin: %v %+v", err, r)
 	}
 	now = now.Add(3 * time.Minute)
-	if r, err := Reap(bg, s, ReapOptions{Now: clock, DryRun: true}); err != nil || r.Removed != 1 {
+	if r, err := lease.Reap(bg, s, lease.ReapOptions{Now: clock, DryRun: true}); err != nil || r.Removed != 1 {
 		t.Fatalf("dry-run reap: %v %+v", err, r)
 	}
-	if ls, _ := List(bg, s, table); len(ls) != 1 {
+	if ls, _ := lease.List(bg, s, table); len(ls) != 1 {
 		t.Fatal("a dry-run reap removed the lease")
 	}
-	if r, err := Reap(bg, s, ReapOptions{Now: clock}); err != nil || r.Removed != 1 || !r.Leases[0].Reaped {
+	if r, err := lease.Reap(bg, s, lease.ReapOptions{Now: clock}); err != nil || r.Removed != 1 || !r.Leases[0].Reaped {
 		t.Fatalf("reap after the margin: %v %+v", err, r)
 	}
 	cleanup(t, s)
 	if got := versions(t, s); len(got) != 1 || got[0] != 3 {
 		t.Fatalf("versions after the lease was reaped: %v, want [3]", got)
 	}
-	if _, err := Renew(bg, s, table, l.ID, time.Hour, Options{}); !errors.Is(err, ErrGone) || !errors.Is(err, core.ErrNotFound) {
+	if _, err := lease.Renew(bg, s, table, l.ID, time.Hour, lease.Options{}); !errors.Is(err, lease.ErrGone) || !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("renew a reaped lease: %v", err)
 	}
 }
@@ -117,34 +118,34 @@ func TestRenewAndRelease(t *testing.T) {
 	s, _ := store(t)
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	l, err := Acquire(bg, s, Request{Table: table, TTL: time.Hour}, Options{Now: clock})
+	l, err := lease.Acquire(bg, s, lease.Request{Table: table, TTL: time.Hour}, lease.Options{Now: clock})
 	if err != nil || l.Version != 3 {
 		t.Fatalf("acquire the newest: %+v %v", l, err)
 	}
 	now = now.Add(50 * time.Minute)
-	r, err := Renew(bg, s, table, l.ID, time.Hour, Options{Now: clock})
+	r, err := lease.Renew(bg, s, table, l.ID, time.Hour, lease.Options{Now: clock})
 	if err != nil || !r.Expires.Equal(now.Add(time.Hour)) || r.Token == l.Token {
 		t.Fatalf("renew: %+v %v", r, err)
 	}
 	// The reaper at the old expiry plus the margin keeps the renewed lease.
-	if res, err := Reap(bg, s, ReapOptions{Now: func() time.Time { return l.Expires.Add(10 * time.Minute) }}); err != nil || res.Removed != 0 {
+	if res, err := lease.Reap(bg, s, lease.ReapOptions{Now: func() time.Time { return l.Expires.Add(10 * time.Minute) }}); err != nil || res.Removed != 0 {
 		t.Fatalf("reap of a renewed lease: %+v %v", res, err)
 	}
-	if _, err := Release(bg, s, table, l.ID); err != nil {
+	if _, err := lease.Release(bg, s, table, l.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Release(bg, s, table, l.ID); !errors.Is(err, ErrGone) {
+	if _, err := lease.Release(bg, s, table, l.ID); !errors.Is(err, lease.ErrGone) {
 		t.Fatalf("release twice: %v", err)
 	}
-	if _, err := Renew(bg, s, table, "not-an-id", time.Hour, Options{}); !errors.Is(err, core.ErrInvalidArgument) {
+	if _, err := lease.Renew(bg, s, table, "not-an-id", time.Hour, lease.Options{}); !errors.Is(err, core.ErrInvalidArgument) {
 		t.Fatalf("renew a bad id: %v", err)
 	}
-	for _, ttl := range []time.Duration{0, -time.Second, MaxTTL + time.Second} {
-		if _, err := Acquire(bg, s, Request{Table: table, TTL: ttl}, Options{}); !errors.Is(err, core.ErrInvalidArgument) {
+	for _, ttl := range []time.Duration{0, -time.Second, lease.MaxTTL + time.Second} {
+		if _, err := lease.Acquire(bg, s, lease.Request{Table: table, TTL: ttl}, lease.Options{}); !errors.Is(err, core.ErrInvalidArgument) {
 			t.Errorf("ttl %s: %v", ttl, err)
 		}
 	}
-	if ls, _ := List(bg, s, table); len(ls) != 0 {
+	if ls, _ := lease.List(bg, s, table); len(ls) != 0 {
 		t.Fatalf("leases left: %+v", ls)
 	}
 }
@@ -165,14 +166,14 @@ func TestAcquireBehindTheBoundaryRefused(t *testing.T) {
 	if got := versions(t, s); len(got) != 2 {
 		t.Fatalf("versions %v", got)
 	}
-	_, err = Acquire(bg, s, Request{Table: table, Version: 1, TTL: time.Hour}, Options{})
-	if !errors.Is(err, ErrBehindBoundary) || !errors.Is(err, core.ErrPreconditionFailed) {
+	_, err = lease.Acquire(bg, s, lease.Request{Table: table, Version: 1, TTL: time.Hour}, lease.Options{})
+	if !errors.Is(err, lease.ErrBehindBoundary) || !errors.Is(err, core.ErrPreconditionFailed) {
 		t.Fatalf("acquire behind the boundary: %v", err)
 	}
-	if ls, _ := List(bg, s, table); len(ls) != 0 {
+	if ls, _ := lease.List(bg, s, table); len(ls) != 0 {
 		t.Fatalf("a refused lease left its tag: %+v", ls)
 	}
-	if _, err := Acquire(bg, s, Request{Table: table, Version: 3, TTL: time.Hour}, Options{}); err != nil {
+	if _, err := lease.Acquire(bg, s, lease.Request{Table: table, Version: 3, TTL: time.Hour}, lease.Options{}); err != nil {
 		t.Fatalf("acquire ahead of the boundary: %v", err)
 	}
 }
@@ -180,7 +181,7 @@ func TestAcquireBehindTheBoundaryRefused(t *testing.T) {
 // A lease whose expiry does not parse is never reaped.
 func TestReapKeepsAnUnreadableLease(t *testing.T) {
 	s, _ := store(t)
-	l, err := Acquire(bg, s, Request{Table: table, TTL: time.Minute}, Options{})
+	l, err := lease.Acquire(bg, s, lease.Request{Table: table, TTL: time.Minute}, lease.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,10 +190,10 @@ func TestReapKeepsAnUnreadableLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ds.UpdateTagFile(bg, tg, map[string]string{MetaExpires: "soon"}, lance.UpdateTagOptions{}); err != nil {
+	if _, err := ds.UpdateTagFile(bg, tg, map[string]string{lease.MetaExpires: "soon"}, lance.UpdateTagOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Reap(bg, s, ReapOptions{Now: func() time.Time { return time.Now().Add(24 * time.Hour) }})
+	r, err := lease.Reap(bg, s, lease.ReapOptions{Now: func() time.Time { return time.Now().Add(24 * time.Hour) }})
 	if err != nil || r.Removed != 0 || !strings.Contains(r.Leases[0].Why, `"soon", not a time`) {
 		t.Fatalf("reap of an unreadable lease: %v %+v", err, r)
 	}
@@ -216,17 +217,17 @@ func TestAcquireOnABranchBeingDeletedRefused(t *testing.T) {
 	}
 	defer s.Close()
 	s = s.At(core.Location{Scheme: "file", Path: dir})
-	if _, err := Acquire(bg, s, Request{Table: "branch-tag.lance", Branch: "exp", TTL: time.Hour}, Options{}); err != nil {
+	if _, err := lease.Acquire(bg, s, lease.Request{Table: "branch-tag.lance", Branch: "exp", TTL: time.Hour}, lease.Options{}); err != nil {
 		t.Fatalf("a lease on a live branch: %v", err)
 	}
 	if err := os.Remove(filepath.Join(dir, "branch-tag.lance", "_refs", "branches", "exp.json")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Acquire(bg, s, Request{Table: "branch-tag.lance", Branch: "exp", Version: 4, TTL: time.Hour}, Options{})
-	if !errors.Is(err, ErrBranchGoing) {
+	_, err = lease.Acquire(bg, s, lease.Request{Table: "branch-tag.lance", Branch: "exp", Version: 4, TTL: time.Hour}, lease.Options{})
+	if !errors.Is(err, lease.ErrBranchGoing) {
 		t.Fatalf("a lease on a branch being deleted: %v", err)
 	}
-	if ls, _ := List(bg, s, "branch-tag.lance"); len(ls) != 1 {
+	if ls, _ := lease.List(bg, s, "branch-tag.lance"); len(ls) != 1 {
 		t.Fatalf("leases %d, want only the first", len(ls))
 	}
 }
@@ -235,17 +236,17 @@ func TestAcquireOnABranchBeingDeletedRefused(t *testing.T) {
 func TestReleaseByTagName(t *testing.T) {
 	s, _ := store(t)
 	ds, _ := lance.Open(s, table)
-	if _, err := ds.CreateTag(bg, registry.LeaseTagPrefix+"junk", 1, map[string]string{MetaExpires: "2030-01-01T00:00:00Z"}); err != nil {
+	if _, err := ds.CreateTag(bg, registry.LeaseTagPrefix+"junk", 1, map[string]string{lease.MetaExpires: "2030-01-01T00:00:00Z"}); err != nil {
 		t.Fatal(err)
 	}
-	ls, _ := List(bg, s, table)
+	ls, _ := lease.List(bg, s, table)
 	if len(ls) != 1 || ls[0].Problem == "" {
 		t.Fatalf("a bad lease: %+v", ls)
 	}
-	if _, err := Release(bg, s, table, registry.ID(ls[0].Tag)); err != nil {
+	if _, err := lease.Release(bg, s, table, registry.ID(ls[0].Tag)); err != nil {
 		t.Fatalf("release by tag name: %v", err)
 	}
-	if ls, _ := List(bg, s, table); len(ls) != 0 {
+	if ls, _ := lease.List(bg, s, table); len(ls) != 0 {
 		t.Fatalf("left: %+v", ls)
 	}
 }

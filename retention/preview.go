@@ -199,6 +199,11 @@ type Policy struct {
 	OlderThan time.Duration
 	// KeepLast keeps the newest KeepLast versions of each branch.
 	KeepLast int
+	// Tables and Branches set the window per table and per branch pattern
+	// (rules.go says which wins). The policy's own window still applies to
+	// everything no rule matches, and to the registry's own history.
+	Tables   []Rule
+	Branches []Rule
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Skip leaves tables out (table → why, shown as the table's note): their
@@ -252,6 +257,10 @@ type PolicyEcho struct {
 	OlderThan string     `json:"older_than,omitempty"`
 	Cutoff    *time.Time `json:"cutoff,omitempty"`
 	KeepLast  int        `json:"keep_last,omitempty"`
+	// Tables and Branches are the per-reference rules, in order, their
+	// cut-offs fixed at the plan's time.
+	Tables   []RuleEcho `json:"tables,omitempty"`
+	Branches []RuleEcho `json:"branches,omitempty"`
 }
 
 // Checkpoint is a live checkpoint whose pins are roots.
@@ -325,6 +334,9 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 	if p.OlderThan < 0 || p.KeepLast < 0 {
 		return nil, core.Errorf("cleanup-preview", "", core.ErrInvalidArgument, "older-than %s / keep-last %d: neither may be negative", p.OlderThan, p.KeepLast)
 	}
+	if err := p.checkRules(); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	if p.Now != nil {
 		now = p.Now()
@@ -341,6 +353,7 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		plan.Policy.OlderThan = p.OlderThan.String()
 		plan.Policy.Cutoff = &cutoff
 	}
+	plan.Policy.Tables, plan.Policy.Branches = echoRules(p.Tables, now), echoRules(p.Branches, now)
 
 	rs, err := resolveRootsFrom(ctx, s, p.Skip, p.verifiedBy, p.head, p.tables)
 	if err != nil {
@@ -368,11 +381,17 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		if p.refs != nil {
 			refs = p.refs(rs.Tables[i].Table)
 		}
-		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast, ExtraRoots: rs.Tables[i].Extra,
+		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast,
+			Branches: branchWindows(plan.Policy, rs.Tables[i].Table), ExtraRoots: rs.Tables[i].Extra,
 			Now: func() time.Time { return now }, ReadAhead: depth, FromTransactions: true, Refs: refs})
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i := range tps {
+		if e, ok := tableRule(plan.Policy.Tables, tps[i].Table); ok && tps[i].Lance != nil {
+			tps[i].Notes = append([]string{fmt.Sprintf("table rule %s (%s) is this table's window, except on branches a branch rule matches", e.Pattern, e)}, tps[i].Notes...)
+		}
 	}
 	plan.Tables = append(plan.Tables, tps...)
 	for _, tp := range plan.Tables {
@@ -461,7 +480,9 @@ func checkPin(ctx context.Context, ds *lance.Dataset, r root) error {
 }
 
 func tablePlan(t string, lp *lance.Plan) TablePlan {
-	tp := TablePlan{Table: t, Versions: make([]VersionDecision, 0, len(lp.Versions)), Notes: lp.Notes, Lance: lp}
+	tp := TablePlan{Table: t, Versions: make([]VersionDecision, 0, len(lp.Versions)), Notes: append([]string(nil), lp.Notes...), Lance: lp}
+	tags, branches := lp.RefsRead()
+	tp.Notes = append(tp.Notes, lifetimeNotes(tags, branches, lp.PlannedAt)...)
 	for _, v := range lp.Versions {
 		b := v.Branch
 		if b == "" {

@@ -180,6 +180,13 @@ func (r *ReviewedPlan) policy() (Policy, error) {
 		c := r.Policy.Cutoff.UTC()
 		p.cutoffAt = &c
 	}
+	var err error
+	if p.Tables, err = rulesFrom(r.Policy.Tables); err != nil {
+		return p, err
+	}
+	if p.Branches, err = rulesFrom(r.Policy.Branches); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

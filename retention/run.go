@@ -172,8 +172,8 @@ type Progress struct {
 // was deleted.
 func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunReport, err error) {
 	if o.Reviewed != nil {
-		if p.OlderThan != 0 || p.KeepLast != 0 {
-			return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "a reviewed plan carries its window: pass no --older-than or --keep-last with --plan")
+		if p.OlderThan != 0 || p.KeepLast != 0 || len(p.Tables)+len(p.Branches) > 0 {
+			return nil, core.Errorf("cleanup-run", "", core.ErrInvalidArgument, "a reviewed plan carries its window: pass no --older-than, --keep-last, --table-window or --branch-window with --plan")
 		}
 		if got := s.Location().String(); got != o.Reviewed.Store {
 			return nil, fmt.Errorf("%w: the plan is of store %s, not %s: make and review a plan of this store (`retain cleanup preview STORE --out plan.json`)", ErrPlanInvalid, o.Reviewed.Store, got)
@@ -276,10 +276,14 @@ func Run(ctx context.Context, s *core.Store, p Policy, o RunOptions) (rep *RunRe
 // be safe: an online window too short, a write outage not confirmed, or no
 // rule saying which versions to keep.
 func checkRun(p Policy, o RunOptions) error {
+	if err := p.checkRules(); err != nil {
+		return err
+	}
+	shortest, what := p.shortestWindow()
 	switch {
-	case o.Online && p.OlderThan < MinOnlineAge:
+	case o.Online && shortest < MinOnlineAge:
 		return core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
-			"an online cleanup (writers may be committing) needs an older-than window of at least %s, got %s: a writer may still build on a recent version; set a longer window, or stop the writers and confirm the write outage", MinOnlineAge, p.OlderThan)
+			"an online cleanup (writers may be committing) needs an older-than window of at least %s, got %s for %s: a writer may still build on a recent version; set a longer window, or stop the writers and confirm the write outage", MinOnlineAge, shortest, what)
 	case !o.Online && !o.ConfirmWriteOutage:
 		return core.Errorf("cleanup-run", "", core.ErrInvalidArgument,
 			"cleanup run needs a write outage: no writer may commit to the store's tables while it runs, because a commit in flight could reference files it deletes; stop the writers and confirm (--confirm-write-outage)")
@@ -422,7 +426,7 @@ func planBoundaries(ctx context.Context, s *core.Store, scope core.Scope, p Poli
 			}
 		}
 		g := registry.GCBoundary{TableID: t.ID, Path: tp.Table, Incarnation: t.Incarnation,
-			Cutoff: cutoffText(plan.Policy, tp.Lance), RootDigest: RootDigest(tp.Lance), OperationID: op, At: now,
+			Cutoff: cutoffText(plan.Policy, tp.Table, tp.Lance), RootDigest: RootDigest(tp.Lance), OperationID: op, At: now,
 			NewestRemoved: newestRemoved(tp.Lance)}
 		bounds = append(bounds, g)
 		j.Tables = append(j.Tables, JournalTable{Table: tp.Table, TableID: t.ID, Incarnation: t.Incarnation, RootDigest: g.RootDigest, Cutoff: g.Cutoff,
@@ -1179,7 +1183,7 @@ func RootDigest(lp *lance.Plan) string {
 
 // cutoffText describes the window and the newest removed version of each
 // branch.
-func cutoffText(p PolicyEcho, lp *lance.Plan) string {
+func cutoffText(p PolicyEcho, table string, lp *lance.Plan) string {
 	var parts []string
 	if p.Cutoff != nil {
 		parts = append(parts, fmt.Sprintf("older than %s (cut-off %s)", p.OlderThan, p.Cutoff.Format(time.RFC3339)))
@@ -1187,6 +1191,7 @@ func cutoffText(p PolicyEcho, lp *lance.Plan) string {
 	if p.KeepLast > 0 {
 		parts = append(parts, fmt.Sprintf("keep-last %d", p.KeepLast))
 	}
+	parts = append(parts, rulesText(p, table)...)
 	newest := map[string]uint64{}
 	for _, v := range lp.Versions {
 		if !v.Keep && v.Version > newest[v.Branch] {

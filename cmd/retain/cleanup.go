@@ -48,8 +48,9 @@ func (a *app) cleanupCmd() *cobra.Command {
 	var olderThan time.Duration
 	var keepLast int
 	var out string
+	var rules windowRules
 	preview := &cobra.Command{
-		Use:   "preview STORE [--older-than D] [--keep-last N] [--out plan.json]",
+		Use:   "preview STORE [--older-than D] [--keep-last N] [--table-window P:W]... [--branch-window P:W]... [--out plan.json]",
 		Short: "Show, read-only and provisionally, which versions a cleanup would keep or remove and why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -61,7 +62,11 @@ func (a *app) cleanupCmd() *cobra.Command {
 				return err
 			}
 			defer s.Close()
-			p, err := retention.Preview(cmd.Context(), s, retention.Policy{OlderThan: olderThan, KeepLast: keepLast})
+			pol, err := rules.policy(olderThan, keepLast)
+			if err != nil {
+				return err
+			}
+			p, err := retention.Preview(cmd.Context(), s, pol)
 			if err != nil {
 				return err
 			}
@@ -109,6 +114,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 	}
 	preview.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	rules.flags(preview)
 	preview.Flags().StringVar(&out, "out", "", "save the plan and its digest to this file for review; `cleanup run --plan FILE` applies exactly it")
 	cmd.AddCommand(preview, a.cleanupRunCmd())
 	return cmd
@@ -122,8 +128,9 @@ func (a *app) cleanupRunCmd() *cobra.Command {
 	var keepLast int
 	var confirm, resume, progress bool
 	var op, abandon, planFile, expectDigest string
+	var rules windowRules
 	run := &cobra.Command{
-		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N] | --plan FILE [--expect-digest D] | --resume [--op OP] | --abandon OP",
+		Use:   "run STORE --confirm-write-outage [--older-than D] [--keep-last N] [--table-window P:W]... [--branch-window P:W]... | --plan FILE [--expect-digest D] | --resume [--op OP] | --abandon OP",
 		Short: "Remove old Lance versions under the claim, keeping every root; needs a write outage",
 		Long: `Remove old Lance versions under the retention claim, keeping every root.
 
@@ -140,7 +147,7 @@ would remove anything the plan does not list. It may remove less.
 --expect-digest D also refuses a plan file whose digest is not D.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			window := olderThan > 0 || keepLast > 0
+			window := olderThan > 0 || keepLast > 0 || rules.set()
 			switch {
 			case planFile != "" && (window || resume || abandon != ""):
 				return usageError{fmt.Errorf("--plan carries its window: it takes no --older-than, --keep-last, --resume or --abandon")}
@@ -152,8 +159,12 @@ would remove anything the plan does not list. It may remove less.
 				return usageError{fmt.Errorf("--resume carries out the plans the run journaled: it takes no --older-than or --keep-last (the window is the run's)")}
 			case op != "" && !resume:
 				return usageError{fmt.Errorf("--op picks the run to resume: use it with --resume")}
-			case abandon == "" && !resume && !window && planFile == "":
-				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
+			case abandon == "" && !resume && olderThan <= 0 && keepLast <= 0 && planFile == "":
+				return usageError{fmt.Errorf("cleanup run needs --older-than D and/or --keep-last N (a positive value): say which versions to keep (per-table and per-branch windows only replace it where they match)")}
+			}
+			pol, err := rules.policy(olderThan, keepLast)
+			if err != nil {
+				return err
 			}
 			var reviewed *retention.ReviewedPlan
 			if planFile != "" {
@@ -198,7 +209,7 @@ would remove anything the plan does not list. It may remove less.
 				}
 				rep, err = retention.Resume(cmd.Context(), s, retention.ResumeOptions{OperationID: op, Actor: actor, Progress: show})
 			} else {
-				rep, err = retention.Run(cmd.Context(), s, retention.Policy{OlderThan: olderThan, KeepLast: keepLast},
+				rep, err = retention.Run(cmd.Context(), s, pol,
 					retention.RunOptions{ConfirmWriteOutage: confirm, Actor: actor, Progress: show, Reviewed: reviewed})
 			}
 			if err != nil && cmd.Context().Err() != nil {
@@ -228,6 +239,7 @@ would remove anything the plan does not list. It may remove less.
 	run.Flags().BoolVar(&confirm, "confirm-write-outage", false, "confirm that no writer commits to the store's tables while cleanup runs")
 	run.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	run.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
+	rules.flags(run)
 	run.Flags().BoolVar(&resume, "resume", false, "finish the unfinished run from its journaled plans (same root digests)")
 	run.Flags().StringVar(&op, "op", "", "with --resume: the operation id of the run to finish, when there are several")
 	run.Flags().StringVar(&abandon, "abandon", "", "close the unfinished run OP without finishing it (its boundaries stay)")
@@ -317,6 +329,12 @@ func (a *app) printPreview(store string, p *retention.StorePlan, cost deferringC
 	}
 	fmt.Fprintf(w, "cleanup preview of %s (PROVISIONAL: `retain cleanup run` recomputes the plan under the claim)\n", store)
 	fmt.Fprintf(w, "window: %s; registry version %d; %d live checkpoints\n", strings.Join(pol, " or "), p.RegistryVersion, len(p.Checkpoints))
+	for _, r := range p.Policy.Branches {
+		fmt.Fprintf(w, "branch rule %s: %s%s (first match wins; over any table rule)\n", r.Pattern, r.String(), cutoffNote(r.Cutoff))
+	}
+	for _, r := range p.Policy.Tables {
+		fmt.Fprintf(w, "table rule %s: %s%s (first match wins)\n", r.Pattern, r.String(), cutoffNote(r.Cutoff))
+	}
 	for _, tp := range p.Tables {
 		fmt.Fprintf(w, "\ntable %s\n", tp.Table)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)

@@ -9,6 +9,7 @@ import (
 	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -142,7 +143,10 @@ func (o Options) Delete(ctx context.Context, s *core.Store, nameOrID string) (re
 
 // deletePins deletes every tag named with cp's pin prefix in each of its
 // tables and in the registry: the rows' tags and any leftover of an
-// earlier attempt. One listing per table.
+// earlier attempt. One listing per table, all side by side; the first
+// tag goes alone (FPDeleteMidTags stops there), the rest side by side
+// through the store's limiter: a checkpoint over hundreds of tables costs
+// a few round trips, not three per table.
 func deletePins(ctx context.Context, s *core.Store, cp registry.Checkpoint, errs []string) ([]string, []string) {
 	roots := []string{registry.RegistryPath}
 	seen := map[string]bool{}
@@ -152,30 +156,58 @@ func deletePins(ctx context.Context, s *core.Store, cp registry.Checkpoint, errs
 			roots = append(roots, r.Path)
 		}
 	}
-	var deleted []string
-	first := true
-	for _, root := range roots {
-		ds, err := lance.Open(s, root)
+	type listing struct {
+		ds    *lance.Dataset
+		names []string
+		err   string
+	}
+	ls, err := fanout.Map(ctx, s.Parallelism(), len(roots), func(ctx context.Context, i int) (listing, error) {
+		ds, err := lance.Open(s, roots[i])
 		if err != nil {
-			errs = append(errs, root+": "+err.Error())
-			continue
+			return listing{err: roots[i] + ": " + err.Error()}, nil
 		}
 		names, err := tagsWithPrefix(ctx, ds, registry.PinTagPrefix(cp.ID))
 		if err != nil {
-			errs = append(errs, root+": "+err.Error())
+			return listing{err: roots[i] + ": " + err.Error()}, nil
+		}
+		return listing{ds: ds, names: names}, nil
+	})
+	if err != nil {
+		return nil, append(errs, "listing the pin tags: "+err.Error())
+	}
+	type job struct {
+		root int
+		name string
+	}
+	var jobs []job
+	for i, l := range ls {
+		if l.err != "" {
+			errs = append(errs, l.err)
+		}
+		for _, n := range l.names {
+			jobs = append(jobs, job{i, n})
+		}
+	}
+	results := make([]error, len(jobs))
+	del := func(ctx context.Context, i int) error {
+		results[i] = deleteTag(ctx, ls[jobs[i].root].ds, jobs[i].name)
+		return nil
+	}
+	if len(jobs) > 0 {
+		del(ctx, 0)
+		failpoint.Hit(FPDeleteMidTags)
+		if err := fanout.Each(ctx, s.Parallelism(), len(jobs)-1, func(ctx context.Context, i int) error { return del(ctx, i+1) }); err != nil {
+			return nil, append(errs, "deleting the pin tags: "+err.Error())
+		}
+	}
+	var deleted []string
+	for i, j := range jobs {
+		root := roots[j.root]
+		if results[i] != nil {
+			errs = append(errs, root+": "+j.name+": "+results[i].Error())
 			continue
 		}
-		for _, n := range names {
-			if err := deleteTag(ctx, ds, n); err != nil {
-				errs = append(errs, root+": "+n+": "+err.Error())
-				continue
-			}
-			deleted = append(deleted, root+":"+n)
-			if first {
-				first = false
-				failpoint.Hit(FPDeleteMidTags)
-			}
-		}
+		deleted = append(deleted, root+":"+j.name)
 	}
 	return deleted, errs
 }

@@ -11,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/branch"
 	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/daemon"
 	"github.com/retain-dev/retain/internal/fanout"
+	"github.com/retain-dev/retain/lease"
 	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/rotation"
 	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/tag"
 )
 
 const fixtures = "../../lance/testdata"
@@ -26,8 +31,11 @@ const rtt = 20 * time.Millisecond
 // BenchmarkStoreCommands runs the store-wide commands on 30 tables × 3
 // versions on versitygw behind a proxy adding 20 ms to every request, in
 // the order an operator would: checkpoint create, show --deep, reconcile,
-// cleanup preview --keep-last 1 and cleanup run --keep-last 1 (the tables
-// are uploaded again, at no delay, before each run). rtt/op is wall time
+// cleanup preview --keep-last 1 (and the same by window rules) and cleanup
+// run --keep-last 1 (the tables are uploaded again, at no delay, before
+// each run), then the reapers of leases, expired tags and expired branches,
+// checkpoint prune (dry run, then removing two), and a daemon pass without
+// and with a schedule whose slot is already taken. rtt/op is wall time
 // in round trips of the injected delay; peak-in-flight is the most
 // requests the proxy saw at once.
 //
@@ -95,10 +103,43 @@ func storeCommands(b *testing.B, tables int) {
 			_, err := retention.Preview(ctx, s, retention.Policy{KeepLast: 1})
 			return err
 		}},
+		{"cleanup-preview-rules", nil, func(s *core.Store) error {
+			// The same plan as cleanup-preview, by rules: they cost no request.
+			_, err := retention.Preview(ctx, s, retention.Policy{KeepLast: 1,
+				Tables: []retention.Rule{{Pattern: "t00*", KeepLast: 1}}, Branches: []retention.Rule{{Pattern: "session/*", KeepLast: 1}}})
+			return err
+		}},
 		{"cleanup-run", upload, func(s *core.Store) error {
 			_, err := retention.Run(ctx, s, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
 			return err
 		}},
+		{"lease-reap", nil, func(s *core.Store) error { _, err := lease.Reap(ctx, s, lease.ReapOptions{}); return err }},
+		{"tag-reap", nil, func(s *core.Store) error { _, err := tag.ReapExpired(ctx, s, tag.ReapOptions{}); return err }},
+		{"branch-reap", nil, func(s *core.Store) error { _, err := branch.ReapExpired(ctx, s, branch.ReapOptions{}); return err }},
+		{"checkpoint-prune-dry-run", nil, func(s *core.Store) error {
+			_, err := retention.PruneCheckpoints(ctx, s, checkpoint.Options{}, checkpoint.PruneRequest{Match: []string{"cp-*"}, Policy: rotation.Policy{Last: 1}, DryRun: true})
+			return err
+		}},
+		{"checkpoint-prune", func() {
+			// Two more checkpoints (at no delay) for the prune to remove.
+			for range 2 {
+				created++
+				if _, err := checkpoint.Create(ctx, st.Fast, fmt.Sprintf("cp-%d", created), ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}, func(s *core.Store) error {
+			_, err := retention.PruneCheckpoints(ctx, s, checkpoint.Options{}, checkpoint.PruneRequest{Match: []string{"cp-*"}, Policy: rotation.Policy{Last: 1}})
+			return err
+		}},
+		{"daemon-pass", nil, func(s *core.Store) error { return pass(ctx, s, "") }},
+		{"daemon-pass-scheduled", func() {
+			// The slot's checkpoint is taken (at no delay): what is measured
+			// is the pass that finds it taken, an hourly daemon's usual one.
+			if err := pass(ctx, st.Fast, schedule); err != nil {
+				b.Fatal(err)
+			}
+		}, func(s *core.Store) error { return pass(ctx, s, schedule) }},
 	} {
 		b.Run(op.name, func(b *testing.B) {
 			var elapsed time.Duration
@@ -129,6 +170,28 @@ func storeCommands(b *testing.B, tables int) {
 			b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 		})
 	}
+}
+
+// schedule is an hourly series kept by rotation, for daemon-pass-scheduled.
+const schedule = `checkpoints:
+  - name: "hourly/{{.Time}}"
+    every: 1h
+    keep: {hourly: 24, daily: 7}
+`
+
+// pass runs one daemon pass (reconcile, schedules, lease, tag and branch
+// reaping, retention by keep-last 1 with the writers stopped) as a fresh
+// daemon, so retention is due.
+func pass(ctx context.Context, s *core.Store, extra string) error {
+	cfg, err := daemon.ParseConfig("bench.yaml", []byte("interval: 1h\nretention:\n  keep_last: 1\n  writers_stopped: true\n"+extra))
+	if err != nil {
+		return err
+	}
+	r := (&daemon.Daemon{Store: s, Config: cfg}).Pass(ctx)
+	if !r.RetentionCompleted {
+		return fmt.Errorf("pass: retention did not complete: %+v", r)
+	}
+	return nil
 }
 
 // peakRSSMiB is this process's peak resident set so far.

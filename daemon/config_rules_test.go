@@ -31,6 +31,11 @@ func TestConfigWindowRules(t *testing.T) {
 		len(p.Tables) != 1 || p.Tables[0] != want.Tables[0] {
 		t.Fatalf("policy %+v, want %+v", p, want)
 	}
+	// The window the daemon logs and records names the rules too.
+	w := (&Daemon{Config: c}).window()
+	if !strings.Contains(w, "branch rule session/*: older than 168h0m0s") || !strings.Contains(w, "table rule scratch_*: older than 2h0m0s, keep last 2") {
+		t.Errorf("window %q", w)
+	}
 }
 
 // TestConfigWindowRulesRefused: each refusal names the line of the rule.

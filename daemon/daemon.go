@@ -234,6 +234,22 @@ func (d *Daemon) window() string {
 	if d.Config.Retention.KeepLast > 0 {
 		parts = append(parts, fmt.Sprintf("keep last %d", d.Config.Retention.KeepLast))
 	}
+	rule := func(kind string, w WindowRule) string {
+		var ps []string
+		if w.OlderThan > 0 {
+			ps = append(ps, "older than "+time.Duration(w.OlderThan).String())
+		}
+		if w.KeepLast > 0 {
+			ps = append(ps, fmt.Sprintf("keep last %d", w.KeepLast))
+		}
+		return kind + " " + w.Pattern + ": " + strings.Join(ps, ", ")
+	}
+	for _, w := range d.Config.Retention.Branches {
+		parts = append(parts, rule("branch rule", w))
+	}
+	for _, w := range d.Config.Retention.Tables {
+		parts = append(parts, rule("table rule", w))
+	}
 	return strings.Join(parts, ", ")
 }
 

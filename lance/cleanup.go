@@ -895,7 +895,7 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 				return err
 			}
 		} else {
-			pv.Reasons = []string{pl.removedReason(m.branch, man.Timestamp)}
+			pv.Reasons = []string{pl.removedReason(w, man.Timestamp)}
 			for _, f := range man.Files() {
 				if f.Outside || f.Kind == KindManifest {
 					continue
@@ -964,8 +964,7 @@ func readAhead(ctx context.Context, d *Dataset, vs []Version, depth int) func() 
 	}
 }
 
-func (pl *planner) removedReason(branch string, ts time.Time) string {
-	w := pl.branchWindow(branch)
+func (pl *planner) removedReason(w window, ts time.Time) string {
 	var why []string
 	if !w.olderThan.IsZero() {
 		why = append(why, "committed "+ts.UTC().Format(time.RFC3339Nano)+", before the cut-off")

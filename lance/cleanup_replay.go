@@ -105,6 +105,7 @@ func (pl *planner) worthReplaying(m *member, roots map[uint64][]string) bool {
 // decideReplay is decide for a member planned from transactions.
 func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64][]string) error {
 	vs := m.versions
+	w := pl.branchWindow(m.branch)
 	n := len(vs)
 	keep := make([]bool, n)
 	for i, v := range vs {
@@ -160,7 +161,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 			}
 			pl.stats.kinds[ops[i].kind]++
 			pl.plan.Versions = append(pl.plan.Versions, PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: v.Info.ModTime,
-				Key: v.Key, Size: v.Info.Size, Reasons: []string{pl.removedReason(m.branch, v.Info.ModTime)}, FromTransaction: true})
+				Key: v.Key, Size: v.Info.Size, Reasons: []string{pl.removedReason(w, v.Info.ModTime)}, FromTransaction: true})
 			continue
 		}
 		man, err := next()
@@ -200,7 +201,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 				return err
 			}
 		} else {
-			pv.Reasons = []string{pl.removedReason(m.branch, man.Timestamp)}
+			pv.Reasons = []string{pl.removedReason(w, man.Timestamp)}
 		}
 		pl.plan.Versions = append(pl.plan.Versions, pv)
 	}

@@ -25,10 +25,10 @@ func lifetimeNotes(tags []lance.Tag, branches []lance.Branch, now time.Time) []s
 			case l.Problem != "":
 				out = append(out, fmt.Sprintf("reader lease %s keeps %s until released (`retain lease release`): %s, so it never expires", tg.Name, v, l.Problem))
 			case now.After(l.Expires):
-				out = append(out, fmt.Sprintf("reader lease %s (holder %q) expired at %s but keeps %s until it is reaped (the daemon's next pass, or `retain lease reap STORE`, after the %s margin)",
+				out = append(out, fmt.Sprintf("reader lease %s (holder %q) expired at %s but keeps %s until it is reaped (by the daemon, or `retain lease reap STORE`, once past the reaper's margin: expiry_margin, default %s)",
 					tg.Name, l.Holder, at(l.Expires), v, lease.DefaultMargin))
 			default:
-				out = append(out, fmt.Sprintf("reader lease %s (holder %q) keeps %s until %s (by the cleaner's clock, plus a %s margin); then it is reaped and a later cleanup may remove the version",
+				out = append(out, fmt.Sprintf("reader lease %s (holder %q) keeps %s until %s, by the reaper's clock plus its margin (expiry_margin, default %s); then it is reaped and a later cleanup may remove the version",
 					tg.Name, l.Holder, v, at(l.Expires), lease.DefaultMargin))
 			}
 			continue
@@ -38,9 +38,9 @@ func lifetimeNotes(tags []lance.Tag, branches []lance.Branch, now time.Time) []s
 		case err != nil:
 			out = append(out, fmt.Sprintf("tag %s keeps %s and is never removed by expiry: %v", tg.Name, v, err))
 		case ok && now.After(exp):
-			out = append(out, fmt.Sprintf("tag %s expired at %s but keeps %s until the daemon's next pass removes it", tg.Name, at(exp), v))
+			out = append(out, fmt.Sprintf("tag %s expired at %s but keeps %s until the daemon removes it, on its first pass past the margin (expiry_margin)", tg.Name, at(exp), v))
 		case ok:
-			out = append(out, fmt.Sprintf("tag %s keeps %s until it expires at %s; then the daemon removes it", tg.Name, v, at(exp)))
+			out = append(out, fmt.Sprintf("tag %s keeps %s until it expires at %s; then the daemon removes it (past its expiry_margin)", tg.Name, v, at(exp)))
 		}
 	}
 	for _, b := range branches {
@@ -50,9 +50,9 @@ func lifetimeNotes(tags []lance.Tag, branches []lance.Branch, now time.Time) []s
 		case err != nil:
 			out = append(out, fmt.Sprintf("branch %s is never deleted by expiry: %v", b.Name, err))
 		case ok && now.After(exp):
-			out = append(out, fmt.Sprintf("branch %s expired at %s: the daemon's next pass deletes it %s", b.Name, at(exp), how))
+			out = append(out, fmt.Sprintf("branch %s expired at %s: the daemon deletes it, on its first pass past the margin (expiry_margin), %s", b.Name, at(exp), how))
 		case ok:
-			out = append(out, fmt.Sprintf("branch %s expires at %s; then the daemon deletes it %s", b.Name, at(exp), how))
+			out = append(out, fmt.Sprintf("branch %s expires at %s; then the daemon deletes it (past its expiry_margin) %s", b.Name, at(exp), how))
 		}
 	}
 	return out

@@ -32,7 +32,7 @@ func TestPreviewNamesLeases(t *testing.T) {
 			note = strings.Join(tp.Notes, "\n")
 		}
 	}
-	want := "reader lease " + l.Tag + ` (holder "scan-7") keeps main v1 until ` + l.Expires.Format(time.RFC3339)
+	want := "reader lease " + l.Tag + ` (holder "scan-7") keeps main v1 until ` + l.Expires.Format(time.RFC3339) + ", by the reaper's clock plus its margin"
 	if !strings.Contains(note, want) {
 		t.Fatalf("notes %q, want %q", note, want)
 	}
@@ -55,11 +55,11 @@ func TestLifetimeNotes(t *testing.T) {
 	branches := []lance.Branch{{Name: "session/a", Metadata: exp(-time.Minute)}, {Name: "session/b", Metadata: exp(24 * time.Hour)}, {Name: "keep"}}
 	got := strings.Join(lifetimeNotes(tags, branches, now), "\n")
 	for _, want := range []string{
-		"tag nightly keeps main v3 until it expires at 2026-12-04T13:00:00Z; then the daemon removes it",
-		"tag old expired at 2026-12-04T11:00:00Z but keeps main v2 until the daemon's next pass removes it",
+		"tag nightly keeps main v3 until it expires at 2026-12-04T13:00:00Z; then the daemon removes it (past its expiry_margin)",
+		"tag old expired at 2026-12-04T11:00:00Z but keeps main v2 until the daemon removes it, on its first pass past the margin",
 		"tag odd keeps main v2 and is never removed by expiry",
 		`reader lease ogcp_lease_aqz2rbnhv2gvg5ir4zwahvn6tq (holder "r") expired at 2026-12-04T11:59:00Z but keeps main v1 until it is reaped`,
-		"branch session/a expired at 2026-12-04T11:59:00Z: the daemon's next pass deletes it through the branch delete protocol",
+		"branch session/a expired at 2026-12-04T11:59:00Z: the daemon deletes it, on its first pass past the margin (expiry_margin), through the branch delete protocol",
 		"branch session/b expires at 2026-12-05T12:00:00Z",
 	} {
 		if !strings.Contains(got, want) {

@@ -381,15 +381,19 @@ func Preview(ctx context.Context, s *core.Store, p Policy) (*StorePlan, error) {
 		if p.refs != nil {
 			refs = p.refs(rs.Tables[i].Table)
 		}
+		bws, err := branchWindows(plan.Policy, rs.Tables[i].Table)
+		if err != nil {
+			return TablePlan{}, &RefusedError{Table: rs.Tables[i].Table, Reason: "its window rules", Cause: err}
+		}
 		return planTable(ctx, rs.Tables[i], lance.Policy{OlderThan: cutoff, KeepLast: p.KeepLast,
-			Branches: branchWindows(plan.Policy, rs.Tables[i].Table), ExtraRoots: rs.Tables[i].Extra,
+			Branches: bws, ExtraRoots: rs.Tables[i].Extra,
 			Now: func() time.Time { return now }, ReadAhead: depth, FromTransactions: true, Refs: refs})
 	})
 	if err != nil {
 		return nil, err
 	}
 	for i := range tps {
-		if e, ok := tableRule(plan.Policy.Tables, tps[i].Table); ok && tps[i].Lance != nil {
+		if e, ok, _ := tableRule(plan.Policy.Tables, tps[i].Table); ok && tps[i].Lance != nil {
 			tps[i].Notes = append([]string{fmt.Sprintf("table rule %s (%s) is this table's window, except on branches a branch rule matches", e.Pattern, e)}, tps[i].Notes...)
 		}
 	}

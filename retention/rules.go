@@ -172,29 +172,37 @@ func rulesFrom(es []RuleEcho) ([]Rule, error) {
 }
 
 // tableRule is the first table rule matching table ("scratch_a.lance"),
-// by folder or by name.
-func tableRule(es []RuleEcho, table string) (RuleEcho, bool) {
+// by folder or by name. A pattern that does not compile is an error, never
+// a rule passed over: the table's window would be another than written.
+func tableRule(es []RuleEcho, table string) (RuleEcho, bool, error) {
 	name := strings.TrimSuffix(table, ".lance")
 	for _, e := range es {
 		g, err := glob.Compile(e.Pattern)
-		if err == nil && (g.Match(table) || g.Match(name)) {
-			return e, true
+		if err != nil {
+			return RuleEcho{}, false, core.Errorf("cleanup-policy", "", core.ErrInvalidArgument, "table rule %q: %v", e.Pattern, err)
+		}
+		if g.Match(table) || g.Match(name) {
+			return e, true, nil
 		}
 	}
-	return RuleEcho{}, false
+	return RuleEcho{}, false, nil
 }
 
 // branchWindows are the Lance layer's windows for table: the branch rules
 // in order, then the table's rule for every other branch.
-func branchWindows(echo PolicyEcho, table string) []lance.BranchWindow {
+func branchWindows(echo PolicyEcho, table string) ([]lance.BranchWindow, error) {
 	var out []lance.BranchWindow
 	for _, e := range echo.Branches {
 		out = append(out, window(e, e.Pattern, "branch rule "+e.Pattern))
 	}
-	if e, ok := tableRule(echo.Tables, table); ok {
+	e, ok, err := tableRule(echo.Tables, table)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		out = append(out, window(e, "*", "table rule "+e.Pattern))
 	}
-	return out
+	return out, nil
 }
 
 func window(e RuleEcho, pattern, rule string) lance.BranchWindow {
@@ -205,9 +213,23 @@ func window(e RuleEcho, pattern, rule string) lance.BranchWindow {
 	return w
 }
 
-// rulesText describes the rules for a boundary or an audit line
-// ("branch rule session/*: older-than=168h0m0s (cut-off ...)").
-func rulesText(echo PolicyEcho, table string) []string {
+// rulesText describes, for a boundary or an audit line, the rules that
+// decided a version of the table's plan ("branch rule session/*:
+// older-than=168h0m0s (cut-off ...)"): not every rule of the policy, so
+// the text grows with what applied, not with the rules written.
+func rulesText(echo PolicyEcho, table string, lp *lance.Plan) []string {
+	used := map[string]bool{}
+	if lp != nil {
+		for _, v := range lp.Versions {
+			for _, r := range v.Reasons {
+				if i := strings.LastIndex(r, " ("); i >= 0 {
+					if j := strings.IndexByte(r[i:], ')'); j > 0 {
+						used[r[i+2:i+j]] = true
+					}
+				}
+			}
+		}
+	}
 	var out []string
 	line := func(kind string, e RuleEcho) string {
 		s := kind + " " + e.Pattern + ": " + e.String()
@@ -216,11 +238,13 @@ func rulesText(echo PolicyEcho, table string) []string {
 		}
 		return s
 	}
-	if e, ok := tableRule(echo.Tables, table); ok {
+	if e, ok, _ := tableRule(echo.Tables, table); ok && used["table rule "+e.Pattern] {
 		out = append(out, line("table rule", e))
 	}
 	for _, e := range echo.Branches {
-		out = append(out, line("branch rule", e))
+		if used["branch rule "+e.Pattern] {
+			out = append(out, line("branch rule", e))
+		}
 	}
 	return out
 }

@@ -1191,7 +1191,7 @@ func cutoffText(p PolicyEcho, table string, lp *lance.Plan) string {
 	if p.KeepLast > 0 {
 		parts = append(parts, fmt.Sprintf("keep-last %d", p.KeepLast))
 	}
-	parts = append(parts, rulesText(p, table)...)
+	parts = append(parts, rulesText(p, table, lp)...)
 	newest := map[string]uint64{}
 	for _, v := range lp.Versions {
 		if !v.Keep && v.Version > newest[v.Branch] {

@@ -150,13 +150,13 @@ would remove anything the plan does not list. It may remove less.
 			window := olderThan > 0 || keepLast > 0 || rules.set()
 			switch {
 			case planFile != "" && (window || resume || abandon != ""):
-				return usageError{fmt.Errorf("--plan carries its window: it takes no --older-than, --keep-last, --resume or --abandon")}
+				return usageError{fmt.Errorf("--plan carries its window: it takes no --older-than, --keep-last, --table-window, --branch-window, --resume or --abandon")}
 			case expectDigest != "" && planFile == "":
 				return usageError{fmt.Errorf("--expect-digest checks a saved plan: use it with --plan FILE")}
 			case abandon != "" && (resume || window):
 				return usageError{fmt.Errorf("--abandon takes no window and no --resume")}
 			case resume && window:
-				return usageError{fmt.Errorf("--resume carries out the plans the run journaled: it takes no --older-than or --keep-last (the window is the run's)")}
+				return usageError{fmt.Errorf("--resume carries out the plans the run journaled: it takes no --older-than, --keep-last, --table-window or --branch-window (the window is the run's)")}
 			case op != "" && !resume:
 				return usageError{fmt.Errorf("--op picks the run to resume: use it with --resume")}
 			case abandon == "" && !resume && olderThan <= 0 && keepLast <= 0 && planFile == "":

@@ -27,6 +27,20 @@ type ReapOptions struct {
 	Actor string
 	Scope core.Scope
 	Gates []string
+	// Tables and Refs, when set, are the store's tables and each one's
+	// refs as the caller read them already (the daemon's reconcile of the
+	// same pass; Refs may return nil for a table): the branch files are
+	// then read without listing the store and each _refs/ again. Staleness
+	// only delays a reap: each delete re-reads the branch under the claim.
+	Tables []string
+	Refs   func(table string) *lance.Refs
+}
+
+func (o ReapOptions) refs(table string) *lance.Refs {
+	if o.Refs == nil {
+		return nil
+	}
+	return o.Refs(table)
 }
 
 // ExpiredBranch is a branch with an expiry and what ReapExpired did.
@@ -68,9 +82,12 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 		now = o.Now().UTC()
 	}
 	res := &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Branches: []ExpiredBranch{}}
-	tables, err := checkpoint.DiscoverTables(ctx, s)
-	if err != nil {
-		return nil, err
+	tables := o.Tables
+	if tables == nil {
+		var err error
+		if tables, err = checkpoint.DiscoverTables(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 	type found struct {
 		due  []ExpiredBranch
@@ -83,7 +100,12 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 			f.errs = append(f.errs, tables[i]+": "+err.Error())
 			return f, nil
 		}
-		all, err := ds.ListBranches(ctx)
+		var all []lance.Branch
+		if refs := o.refs(tables[i]); refs != nil && refs.Dataset == ds.Root {
+			all, err = refs.Branches(ctx, ds)
+		} else {
+			all, err = ds.ListBranches(ctx)
+		}
 		var malformed *lance.MalformedRefsError
 		if err != nil && !errors.As(err, &malformed) {
 			f.errs = append(f.errs, tables[i]+": listing its branches: "+err.Error())

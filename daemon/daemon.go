@@ -355,7 +355,13 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	if !r.RetentionDue {
 		return r
 	}
-	err = d.retention(ctx, r, resume)
+	// The reapers take the tables and refs this pass's reconcile read,
+	// when it read them whole.
+	var rec *checkpoint.Report
+	if err == nil {
+		rec = rep
+	}
+	err = d.retention(ctx, r, resume, rec)
 	switch {
 	case err == nil:
 		r.RetentionCompleted = true
@@ -391,7 +397,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 
 // retention finishes an unfinished run (first the one named by resume),
 // then runs the window's cleanup when one is configured.
-func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) error {
+func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string, rec *checkpoint.Report) error {
 	open, err := retention.OpenRuns(ctx, d.Store)
 	if err != nil {
 		return err
@@ -412,8 +418,8 @@ func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string) er
 	if !d.Config.RetentionOn() {
 		return nil
 	}
-	d.reapRefs(ctx, r)
-	d.reapBranches(ctx, r)
+	d.reapRefs(ctx, r, rec)
+	d.reapBranches(ctx, r, rec)
 	o := retention.RunOptions{Actor: d.actor(), Host: d.Identity, IsolateReconcile: true}
 	if d.Config.Retention.WritersStopped {
 		o.ConfirmWriteOutage = true
@@ -562,14 +568,18 @@ func (d *Daemon) saveState(ctx context.Context, r *PassReport) {
 // reapRefs removes the reader leases and the tags (tag create --expires)
 // expired by more than the margin, so that the retention run that follows
 // may remove what only they kept: one listing of each table's tags serves
-// both. A failure only over-retains: it is logged, and retention goes on.
-func (d *Daemon) reapRefs(ctx context.Context, r *PassReport) {
+// both, and none when the pass's reconcile (rec) read the tables and their
+// refs already. A failure only over-retains: it is logged, and retention
+// goes on. Refs read a little earlier are safe: every removal is
+// conditional on the token read, and a lease or tag made since waits for
+// the next pass.
+func (d *Daemon) reapRefs(ctx context.Context, r *PassReport, rec *checkpoint.Report) {
 	margin := time.Duration(d.Config.ExpiryMargin)
 	lo := lease.ReapOptions{Now: d.now, Margin: margin}
 	to := tag.ReapOptions{Now: d.now, Margin: margin, Scope: claim.ScopeFor(d.Store.Location())}
 	leases, tags := lo.NewReaped(), to.NewReaped()
 	r.Leases, r.Tags = leases, tags
-	tables, err := checkpoint.DiscoverTables(ctx, d.Store)
+	tables, err := passTables(ctx, d.Store, rec)
 	if err != nil {
 		r.LeasesError, r.TagsError = err.Error(), err.Error()
 		d.Logger.Warn("reaping expired leases and tags skipped: the tables could not be listed; what they keep stays until the next retention pass", "error", err)
@@ -584,7 +594,9 @@ func (d *Daemon) reapRefs(ctx context.Context, r *PassReport) {
 	per, err := fanout.Map(ctx, d.Store.Parallelism(), len(tables), func(ctx context.Context, i int) (one, error) {
 		ds, err := lance.Open(d.Store, tables[i])
 		var ts []lance.Tag
-		if err == nil {
+		if refs := rec.Refs(tables[i]); err == nil && refs != nil && refs.Dataset == ds.Root && refs.TagsErr == nil {
+			ts = refs.Tags
+		} else if err == nil {
 			ts, err = ds.ListTags(ctx)
 		}
 		if err != nil {
@@ -627,12 +639,25 @@ func (d *Daemon) reapRefs(ctx context.Context, r *PassReport) {
 	}
 }
 
+// passTables are the store's tables as the pass's reconcile listed them,
+// or listed now when it did not.
+func passTables(ctx context.Context, s *core.Store, rec *checkpoint.Report) ([]string, error) {
+	if rec != nil && rec.Tables != nil {
+		return rec.Tables, nil
+	}
+	return checkpoint.DiscoverTables(ctx, s)
+}
+
 // reapBranches deletes the ready branches expired by more than the margin
 // through the branch delete protocol; one a checkpoint pins (or that has
 // tags or children) is refused by it and kept, with the reason logged.
-func (d *Daemon) reapBranches(ctx context.Context, r *PassReport) {
-	rep, err := branch.ReapExpired(ctx, d.Store, branch.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Actor: d.actor(),
-		Scope: claim.ScopeFor(d.Store.Location())})
+func (d *Daemon) reapBranches(ctx context.Context, r *PassReport, rec *checkpoint.Report) {
+	o := branch.ReapOptions{Now: d.now, Margin: time.Duration(d.Config.ExpiryMargin), Actor: d.actor(),
+		Scope: claim.ScopeFor(d.Store.Location())}
+	if rec != nil && rec.Tables != nil {
+		o.Tables, o.Refs = rec.Tables, rec.Refs
+	}
+	rep, err := branch.ReapExpired(ctx, d.Store, o)
 	r.Branches = rep
 	if rep != nil {
 		for _, e := range rep.Branches {

@@ -59,6 +59,12 @@ func (d *Dataset) refsFrom(ctx context.Context, tagObjs, branchObjs []core.Info)
 	return r, nil
 }
 
+// Branches reads the branch files r listed, as d.ListBranches would
+// (malformed files are a *MalformedRefsError beside the good ones), without
+// listing _refs/ again: a table with no branch file costs no request. d is
+// the dataset r was read from.
+func (r *Refs) Branches(ctx context.Context, d *Dataset) ([]Branch, error) { return r.branches(ctx, d) }
+
 // branches reads the branch files r listed, as ListBranches would. It
 // leaves r as it was: a plan falling back to its manifests reads them
 // again.

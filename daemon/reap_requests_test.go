@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// TestReapersTakeTheReconcilesRefs: the lease, tag and branch reapers of a
+// pass read the tables and refs the pass's reconcile read, so a pass with
+// nothing expired lists each table's _refs/ only for the two reconciles
+// (the pass's and the cleanup run's under its claim), not twice more.
+func TestReapersTakeTheReconcilesRefs(t *testing.T) {
+	dir, _, loc := store(t, "v2-appends", "branch-tag")
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	lists := map[string]int{}
+	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+		if c.Op == testkit.OpList {
+			mu.Lock()
+			lists[c.Key]++
+			mu.Unlock()
+		}
+		return nil
+	})
+	s, err := core.NewStore(bg, "localfs", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
+	if r := dm.Pass(bg); !r.RetentionCompleted || r.Leases == nil || r.Branches == nil {
+		t.Fatalf("pass: %+v", r)
+	}
+	for _, table := range []string{"v2-appends.lance", "branch-tag.lance"} {
+		refs := 0
+		for k, n := range lists {
+			if strings.HasPrefix(k, filepath.Join(table, "_refs")) {
+				refs += n
+			}
+		}
+		if refs != 2 {
+			t.Errorf("%s: _refs/ listed %d times in a pass, want 2 (the two reconciles): %v", table, refs, lists)
+		}
+	}
+}

@@ -347,7 +347,11 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 
 	// 2. Scheduled checkpoints, before retention so that they pin what
 	// the cleanup then keeps.
-	d.scheduled(ctx, r)
+	var head *registry.Snapshot
+	if err == nil && rep != nil {
+		head = rep.Head()
+	}
+	d.scheduled(ctx, r, head)
 
 	// 3. Retention, on the tail of the same pass.
 	now := d.now()

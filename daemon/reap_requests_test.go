@@ -52,3 +52,48 @@ func TestReapersTakeTheReconcilesRefs(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleTakesTheReconcilesHead: a pass whose slot is taken reads the
+// registry head no more often than a pass with no schedule: the schedules
+// judge on the head the pass's reconcile read.
+func TestScheduleTakesTheReconcilesHead(t *testing.T) {
+	dir, _, loc := store(t, "v2-appends")
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	heads := 0
+	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+		if c.Op == testkit.OpList && c.Key == "_retain/registry/versions/" {
+			mu.Lock()
+			heads++
+			mu.Unlock()
+		}
+		return nil
+	})
+	s, err := core.NewStore(bg, "localfs", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const base = "retention:\n  keep_last: 1\n  writers_stopped: true\n"
+	sched := cfg(t, base+"checkpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1h\n    keep: {last: 3}\n")
+	count := func(c Config) int {
+		mu.Lock()
+		heads = 0
+		mu.Unlock()
+		if r := (&Daemon{Store: s.At(loc), Config: c}).Pass(bg); !r.RetentionCompleted {
+			t.Fatalf("pass: %+v", r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return heads
+	}
+	count(sched) // takes the slot
+	count(sched) // settles what the first left
+	with, without := count(sched), count(cfg(t, base))
+	if with != without {
+		t.Errorf("a pass whose slot is taken read the registry head %d times, one without schedules %d", with, without)
+	}
+}

@@ -38,14 +38,21 @@ type ScheduleReport struct {
 
 // scheduled takes the checkpoint of each schedule's current slot unless
 // its name was used, then rotates the series when something would go.
-// One registry head read serves every schedule of a pass with nothing to
-// do.
-func (d *Daemon) scheduled(ctx context.Context, r *PassReport) {
+// One registry head serves every schedule of a pass with nothing to do:
+// the head the pass's reconcile read (head), else one read now. A head a
+// little old is safe: the create takes the name only under the claim, on
+// the head it reads there (FreshName), and a rotation decides again under
+// its claim; a slot taken meanwhile is reported taken, and a checkpoint
+// created meanwhile waits for the next pass's rotation.
+func (d *Daemon) scheduled(ctx context.Context, r *PassReport, head *registry.Snapshot) {
 	if len(d.Config.Checkpoints) == 0 {
 		return
 	}
 	now := d.now()
-	_, snap, headErr := registry.Open(d.Store, registry.Options{}).Head(ctx)
+	snap, headErr := head, error(nil)
+	if snap == nil {
+		_, snap, headErr = registry.Open(d.Store, registry.Options{}).Head(ctx)
+	}
 	opts := checkpoint.Options{Actor: d.actor(), Host: d.Identity, FreshName: true}
 	for _, s := range d.Config.Checkpoints {
 		sr := ScheduleReport{Schedule: s.Name, Slot: s.Slot(now)}

@@ -71,7 +71,10 @@ type Reaped struct {
 // through the branch delete protocol (Options.Delete) in its own table: a
 // branch a checkpoint pins, that has tags (a lease, say) or children, is
 // refused by it and kept, with the reason. A branch whose expiry does not
-// parse, or that is not ready, is kept.
+// parse, or that is still being created, is kept. One an interrupted delete
+// left deleting is deleted again, which finishes that delete: the protocol
+// takes it over only with proof that its owner is dead, and refuses (the
+// branch kept) otherwise.
 func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
 	margin := o.Margin
 	if margin <= 0 {
@@ -123,8 +126,8 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 				e.Why = "kept: " + perr.Error()
 			case lerr != nil:
 				e.Why = "kept: " + lerr.Error()
-			case l.State != lifecycle.Ready:
-				e.Why = fmt.Sprintf("kept: %s, not ready (`retain branch delete` finishes or rolls it back)", l.State)
+			case l.State == lifecycle.Creating:
+				e.Why = fmt.Sprintf("kept: %s, not ready (`retain branch create` finishes it, `retain branch delete` rolls it back)", l.State)
 			case !now.After(at.Add(margin)):
 				e.Why = "kept: expires " + at.Format(time.RFC3339)
 			default:

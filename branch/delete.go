@@ -62,6 +62,11 @@ type Options struct {
 	// branch re-created without the expiry the caller judged, or its
 	// expiry moved. The expiry reaper sets it.
 	StillDue func(meta map[string]string) bool
+	// Command names the command in authorization requests (the context's
+	// "command"): "branch expire" for the daemon's expiry reaper, so a
+	// policy can tell it from an operator's `branch delete`. Empty: the
+	// action.
+	Command string
 }
 
 func (o Options) scope(s *core.Store) core.Scope {
@@ -174,7 +179,7 @@ func (o Options) Delete(ctx context.Context, s *core.Store, name string) (res *D
 		return nil, err
 	}
 	// Before the claim: a denial writes nothing.
-	if err := authz.Check(ctx, authz.Request{Action: authz.ActionBranchDelete, Store: authz.StoreName(s), Table: o.Table, Branch: name}); err != nil {
+	if err := authz.Check(ctx, authz.Request{Action: authz.ActionBranchDelete, Command: o.Command, Store: authz.StoreName(s), Table: o.Table, Branch: name}); err != nil {
 		return nil, err
 	}
 	if err := s.Require(core.FeatureReplaceIfVersion, o.scope(s)); err != nil {

@@ -174,7 +174,7 @@ func deleteExpired(ctx context.Context, s *core.Store, o ReapOptions, e *Expired
 		at, ok, err := refmeta.Expiry(meta)
 		return ok && err == nil && now.After(at.Add(margin))
 	}
-	_, err := Options{Actor: o.Actor, Scope: o.Scope, Gates: o.Gates, Table: e.Table, StillDue: due}.Delete(ctx, s, e.Branch)
+	_, err := Options{Actor: o.Actor, Scope: o.Scope, Gates: o.Gates, Table: e.Table, StillDue: due, Command: "branch expire"}.Delete(ctx, s, e.Branch)
 	switch {
 	case err == nil:
 		e.Deleted, e.Why = true, "deleted: expired at "+e.Expires.Format(time.RFC3339)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/refmeta"
@@ -54,6 +55,20 @@ func TestExpiredBranchDeletedThroughTheProtocol(t *testing.T) {
 	}
 	if got := lanceBranches(t, dir, "t"); !slices.Contains(got, "exp") {
 		t.Fatalf("a dry run deleted the branch: %v", got)
+	}
+	// A policy tells the reaper's deletes from an operator's: forbidden as
+	// "branch expire", the branch stays.
+	pol, err := authz.Parse("p.cedar", []byte(`permit(principal, action, resource);
+forbid(principal, action == Retain::Action::"branch delete", resource) when { context.command == "branch expire" };`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gated := authz.WithGate(bg, authz.NewGate(pol, "ops", nil))
+	if r, err := ReapExpired(gated, s, ReapOptions{Now: at(time.Hour)}); r == nil || r.Deleted != 0 || err == nil {
+		t.Fatalf("the reaper under a forbid of branch expire: %+v %v", r, err)
+	}
+	if got := lanceBranches(t, dir, "t"); !slices.Contains(got, "exp") {
+		t.Fatalf("a forbidden reap deleted the branch: %v", got)
 	}
 	if r, err := ReapExpired(bg, s, ReapOptions{Now: at(time.Hour)}); err != nil || r.Deleted != 1 {
 		t.Fatalf("after the checkpoint went: %+v %v", r, err)

@@ -111,7 +111,7 @@ func (o ReapOptions) NewReaped() *Reaped {
 // daemon, for leases too — lists once). errs are removals that failed.
 func ReapTable(ctx context.Context, ds *lance.Dataset, tags []lance.Tag, o ReapOptions) (out []Expired, errs []string) {
 	now, margin := o.clock()
-	t := New(ds, Options{Scope: o.Scope, Gates: o.Gates})
+	t := New(ds, Options{Scope: o.Scope, Gates: o.Gates, Command: "tag expire"})
 	for _, tg := range tags {
 		r := tagRefOf(tg)
 		if r.Reserved {

@@ -87,6 +87,10 @@ type Options struct {
 	// operation with Scope reach. Only sound if every writer of the tags
 	// holds the same gates. Empty: such a store is refused.
 	Gates []string
+	// Command names the command in authorization requests (the context's
+	// "command"): "tag expire" for the daemon's expiry reaper, so a policy
+	// can tell it from an operator's `tag delete`. Empty: the action.
+	Command string
 }
 
 // Tags operates on the tags of one Lance dataset: the main dataset, whose
@@ -108,7 +112,7 @@ func New(ds *lance.Dataset, o Options) *Tags {
 // read or written. The table is the dataset's root in its store ("" when
 // the store is the table itself).
 func (t *Tags) authorize(ctx context.Context, a authz.Action, name string) error {
-	return authz.Check(ctx, authz.Request{Action: a, Store: authz.StoreName(t.ds.Store), Table: t.ds.Root, Tag: name})
+	return authz.Check(ctx, authz.Request{Action: a, Command: t.opts.Command, Store: authz.StoreName(t.ds.Store), Table: t.ds.Root, Tag: name})
 }
 
 // Dataset is the dataset the tags belong to.

@@ -37,6 +37,9 @@ type Info struct {
 	ParentVersion uint64            `json:"parent_version"`
 	// CreatedAt is the file's createAt (Lance writes Unix seconds).
 	CreatedAt time.Time `json:"created_at"`
+	// Expires is the branch's expiry (`branch create --expires`), when it
+	// has one that parses; the daemon deletes it after that.
+	Expires *time.Time `json:"expires,omitempty"`
 	// Lineage is the parent chain, oldest first: main at the version the
 	// first ancestor was forked from, ..., the parent at ParentVersion.
 	Lineage []LineageStep `json:"lineage"`
@@ -124,6 +127,11 @@ func branchInfo(b lance.Branch, byName map[string]*lance.Branch) Info {
 		info.State = l.State
 	}
 	info.Lifecycle = l
+	if at, ok, err := refmeta.Expiry(b.Metadata); ok && err == nil {
+		info.Expires = &at
+	} else if err != nil && info.Problem == "" {
+		info.Problem = err.Error() + " (never deleted by expiry)"
+	}
 	info.Lineage = branchLineage(b, byName)
 	return info
 }

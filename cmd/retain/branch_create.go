@@ -8,14 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/internal/duration"
 	"github.com/retain-dev/retain/refmeta"
 )
 
 func (a *app) branchCreateCmd() *cobra.Command {
 	var from, attested string
 	var meta []string
-	var expires duration.Value
+	var expires expiryValue
 	cmd := &cobra.Command{
 		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...] [--expires D]",
 		Short: "Adopt a branch real Lance created: record its source and metadata with a safe lifecycle",
@@ -36,8 +35,9 @@ retain proves it (pid gone, or host rebooted); for a process on another host
 pass --owner-dead-attested with your reason. A crash leaves the claim held:
 take it over with 'retain claim takeover' first.
 
---expires D records an expiry (now + D, metadata retain.expires): the daemon
-then deletes the branch through the branch delete protocol (refused, and the
+--expires D records an expiry (now + D, metadata retain.expires; or a moment,
+RFC 3339, which a retry after a lost reply repeats exactly): the daemon then
+deletes the branch through the branch delete protocol (refused, and the
 branch kept, while a checkpoint pins it or it has tags or children).
 
 ` + branchTableURI + `
@@ -67,10 +67,11 @@ metadata, lifecycle, took_over}.`,
 			defer s.Close()
 			co := branch.CreateOptions{Table: bt.table, From: from, Meta: m, OwnerDeadAttested: attested, Actor: actor}
 			if cmd.Flags().Changed("expires") {
-				if expires <= 0 {
-					return usageError{errors.New("--expires: a positive duration from now, e.g. 7d")}
+				at, err := expires.resolve(time.Now())
+				if err != nil {
+					return err
 				}
-				co.Expires = time.Now().Add(time.Duration(expires))
+				co.Expires = at
 			}
 			res, err := branch.Create(ctx, s, name, co)
 			if err != nil {
@@ -85,7 +86,7 @@ metadata, lifecycle, took_over}.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the source: BRANCH@VERSION, or BRANCH to accept the version the branch file records")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value to record; repeatable")
-	cmd.Flags().Var(&expires, "expires", "the branch expires this long from now (e.g. 7d); the daemon then deletes it through the delete protocol")
+	cmd.Flags().Var(&expires, "expires", "the branch expires this long from now (7d) or at this moment (RFC 3339: a retry then asks for the same expiry); the daemon then deletes it through the delete protocol")
 	cmd.Flags().StringVar(&attested, "owner-dead-attested", "", "your statement that the process on another host that left the branch creating is dead")
 	return cmd
 }

@@ -244,6 +244,9 @@ func (a *app) printBranchList(out branchListJSON) {
 			}
 			b := n.info
 			s := fmt.Sprintf("%s  ← %s  %s  created %s  %s", b.Name, n.from, branchStateLabel(*b), b.CreatedAt.Format(time.RFC3339), branchMetaString(b.Metadata))
+			if b.Expires != nil {
+				s += "  expires " + b.Expires.Format(time.RFC3339)
+			}
 			if b.Lifecycle.Owner != nil {
 				s += fmt.Sprintf("  [operation %s, %s pid %d]", b.Lifecycle.Op, b.Lifecycle.Owner.Host, b.Lifecycle.Owner.PID)
 			}

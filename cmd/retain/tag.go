@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/internal/duration"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/claim"
@@ -113,7 +112,7 @@ func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags)
 }
 
 func (a *app) tagCreateCmd(f *tagFlags) *cobra.Command {
-	var expires duration.Value
+	var expires expiryValue
 	var version uint64
 	var branch string
 	var meta []string
@@ -147,10 +146,11 @@ the conditional write used.`,
 			defer done()
 			co := tag.CreateOptions{Branch: branch, Version: version, Metadata: m}
 			if cmd.Flags().Changed("expires") {
-				if expires <= 0 {
-					return usageError{errors.New("--expires: a positive duration from now, e.g. 2h or 7d")}
+				at, err := expires.resolve(time.Now())
+				if err != nil {
+					return err
 				}
-				co.Expires = time.Now().Add(time.Duration(expires))
+				co.Expires = at
 			}
 			res, err := t.Create(cmd.Context(), name, co)
 			if err != nil {
@@ -162,7 +162,7 @@ the conditional write used.`,
 	cmd.Flags().Uint64Var(&version, "version", 0, "the version to tag (default: the newest)")
 	cmd.Flags().StringVar(&branch, "branch", "", "the branch whose version to tag (default main)")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata key=value; repeatable")
-	cmd.Flags().Var(&expires, "expires", "the tag expires this long from now (e.g. 2h, 7d); the daemon then removes it")
+	cmd.Flags().Var(&expires, "expires", "the tag expires this long from now (2h, 7d) or at this moment (RFC 3339); the daemon then removes it")
 	return cmd
 }
 
@@ -170,7 +170,7 @@ func (a *app) tagUpdateCmd(f *tagFlags) *cobra.Command {
 	var meta, unset []string
 	var replace, noExpiry bool
 	var ifToken string
-	var expires duration.Value
+	var expires expiryValue
 	cmd := &cobra.Command{
 		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--expires D | --no-expiry] [--if-token T]",
 		Short: "Change a tag's metadata by compare-and-swap; createdAt is kept, updatedAt refreshed",
@@ -196,10 +196,11 @@ and createdAt are kept; updatedAt is refreshed.
 			defer done()
 			u := tag.MetaUpdate{Set: m, Unset: unset, Replace: replace, IfToken: ifToken, ClearExpiry: noExpiry}
 			if cmd.Flags().Changed("expires") {
-				if expires <= 0 {
-					return usageError{errors.New("--expires: a positive duration from now, e.g. 2h or 7d")}
+				at, err := expires.resolve(time.Now())
+				if err != nil {
+					return err
 				}
-				u.Expires = time.Now().Add(time.Duration(expires))
+				u.Expires = at
 			}
 			res, err := t.UpdateMeta(cmd.Context(), name, u)
 			if err != nil {
@@ -212,7 +213,7 @@ and createdAt are kept; updatedAt is refreshed.
 	cmd.Flags().StringArrayVar(&unset, "unset", nil, "remove a metadata key; repeatable")
 	cmd.Flags().BoolVar(&replace, "replace", false, "the --meta pairs become the whole metadata")
 	cmd.Flags().StringVar(&ifToken, "if-token", "", "only if the tag is still at this version token (from list or show)")
-	cmd.Flags().Var(&expires, "expires", "the tag now expires this long from now (e.g. 2h, 7d)")
+	cmd.Flags().Var(&expires, "expires", "the tag now expires this long from now (2h, 7d) or at this moment (RFC 3339)")
 	cmd.Flags().BoolVar(&noExpiry, "no-expiry", false, "remove the tag's expiry: it is kept until deleted")
 	return cmd
 }

@@ -16,7 +16,7 @@ func (a *app) branchCreateCmd() *cobra.Command {
 	var meta []string
 	var expires expiryValue
 	cmd := &cobra.Command{
-		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...] [--expires D]",
+		Use:   "create BRANCH TABLE-URI --from SOURCE[@VERSION] [--meta k=v ...] [--expires D|TIME]",
 		Short: "Adopt a branch real Lance created: record its source and metadata with a safe lifecycle",
 		Long: `Make a branch real Lance created a safe, described retain reference. Real
 Lance's branches.create writes the branch's data (its first manifest, whose

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/retain-dev/retain/internal/duration"
@@ -22,7 +23,7 @@ func (v *expiryValue) Set(s string) error {
 	}
 	d, err := duration.Parse(s)
 	if err != nil {
-		return errors.New("write a duration from now (2h, 7d) or a moment (RFC 3339, e.g. 2026-12-11T00:00:00Z)")
+		return fmt.Errorf("%v; or write a moment (RFC 3339, e.g. 2026-12-11T00:00:00Z)", err)
 	}
 	*v = expiryValue{d: d}
 	return nil

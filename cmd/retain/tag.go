@@ -117,7 +117,7 @@ func (a *app) tagCreateCmd(f *tagFlags) *cobra.Command {
 	var branch string
 	var meta []string
 	cmd := &cobra.Command{
-		Use:   "create TAG TABLE-URI [--version V] [--branch B] [--meta k=v ...] [--expires D]",
+		Use:   "create TAG TABLE-URI [--version V] [--branch B] [--meta k=v ...] [--expires D|TIME]",
 		Short: "Tag a version (default: the newest of main, or of --branch) with metadata; never replaces an existing tag",
 		Long: `Create a tag with create-if-absent. Without --version it names the newest
 version of main (or of --branch B); with --version V version V of main (or of
@@ -172,7 +172,7 @@ func (a *app) tagUpdateCmd(f *tagFlags) *cobra.Command {
 	var ifToken string
 	var expires expiryValue
 	cmd := &cobra.Command{
-		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--expires D | --no-expiry] [--if-token T]",
+		Use:   "update TAG TABLE-URI [--meta k=v ...] [--unset k ...] [--replace] [--expires D|TIME | --no-expiry] [--if-token T]",
 		Short: "Change a tag's metadata by compare-and-swap; createdAt is kept, updatedAt refreshed",
 		Long: `Change a tag's metadata: --meta k=v sets keys, --unset k removes them,
 --replace makes the --meta pairs the whole metadata. The tag file is rewritten

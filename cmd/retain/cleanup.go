@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/retain-dev/retain/daemon"
 	"github.com/retain-dev/retain/internal/duration"
 	"github.com/retain-dev/retain/retention"
 	"github.com/retain-dev/retain/sdk/core"
@@ -47,25 +48,39 @@ func (a *app) cleanupCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "cleanup", Short: "Remove old Lance versions while keeping every version a root protects"}
 	var olderThan time.Duration
 	var keepLast int
-	var out string
+	var out, config string
 	var rules windowRules
 	preview := &cobra.Command{
-		Use:   "preview STORE [--older-than D] [--keep-last N] [--table-window P:W]... [--branch-window P:W]... [--out plan.json]",
+		Use:   "preview STORE [--older-than D] [--keep-last N] [--table-window P:W]... [--branch-window P:W]... | --config daemon.yaml [--out plan.json]",
 		Short: "Show, read-only and provisionally, which versions a cleanup would keep or remove and why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if olderThan <= 0 && keepLast <= 0 {
-				return usageError{fmt.Errorf("cleanup preview needs --older-than D and/or --keep-last N (a positive value): say which versions to keep")}
+			var pol retention.Policy
+			switch {
+			case config != "" && (olderThan > 0 || keepLast > 0 || rules.set()):
+				return usageError{fmt.Errorf("--config takes the window and its rules from the daemon's config: pass no --older-than, --keep-last, --table-window or --branch-window with it")}
+			case config != "":
+				cfg, err := daemon.LoadConfig(config)
+				if err != nil {
+					return err
+				}
+				if !cfg.RetentionOn() {
+					return usageError{fmt.Errorf("%s sets no retention window (retention.older_than and/or keep_last): the daemon removes nothing by it", config)}
+				}
+				pol = cfg.Policy()
+			case olderThan <= 0 && keepLast <= 0:
+				return usageError{fmt.Errorf("cleanup preview needs --older-than D and/or --keep-last N (a positive value), or --config FILE: say which versions to keep")}
+			default:
+				var err error
+				if pol, err = rules.policy(olderThan, keepLast); err != nil {
+					return err
+				}
 			}
 			s, _, err := a.openStoreReadOnly(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			pol, err := rules.policy(olderThan, keepLast)
-			if err != nil {
-				return err
-			}
 			p, err := retention.Preview(cmd.Context(), s, pol)
 			if err != nil {
 				return err
@@ -115,6 +130,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 	preview.Flags().Var((*duration.Value)(&olderThan), "older-than", "versions committed longer ago than this may be removed (e.g. 7d, 1w2d or 36h)")
 	preview.Flags().IntVar(&keepLast, "keep-last", 0, "keep the newest N versions of every branch")
 	rules.flags(preview)
+	preview.Flags().StringVar(&config, "config", "", "take the window and its per-table and per-branch rules from the daemon's config file: what its next retention pass would do")
 	preview.Flags().StringVar(&out, "out", "", "save the plan and its digest to this file for review; `cleanup run --plan FILE` applies exactly it")
 	cmd.AddCommand(preview, a.cleanupRunCmd())
 	return cmd

@@ -41,3 +41,30 @@ func TestCleanupWindowFlags(t *testing.T) {
 		t.Errorf("rules without a window: %d %s", code, errs)
 	}
 }
+
+// TestCleanupPreviewFromDaemonConfig: --config previews by the daemon's
+// own window and rules, as its next retention pass would plan.
+func TestCleanupPreviewFromDaemonConfig(t *testing.T) {
+	db := fixtureDB(t, "deletes", "branch-tag")
+	cfg := filepath.Join(t.TempDir(), "daemon.yaml")
+	if err := os.WriteFile(cfg, []byte("retention:\n  keep_last: 1\n  writers_stopped: true\n  branches:\n    \"exp\": {keep_last: 9}\n  tables:\n    \"deletes\": {keep_last: 2}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := retain(t, "cleanup", "preview", db, "--config", cfg)
+	if code != 0 {
+		t.Fatalf("preview --config: %d %s", code, errs)
+	}
+	for _, want := range []string{"window: keep-last 9 (branch rule exp)", "window: keep-last 2 (table rule deletes)", "window: keep-last 1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("preview --config lacks %q:\n%s", want, out)
+		}
+	}
+	if _, errs, code := retain(t, "cleanup", "preview", db, "--config", cfg, "--keep-last", "3"); code != 2 || !strings.Contains(errs, "--config takes the window") {
+		t.Errorf("--config with a window: %d %s", code, errs)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	os.WriteFile(empty, []byte("interval: 1h\n"), 0o644)
+	if _, errs, code := retain(t, "cleanup", "preview", db, "--config", empty); code != 2 || !strings.Contains(errs, "sets no retention window") {
+		t.Errorf("--config without a window: %d %s", code, errs)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/checkpoint/registry"
@@ -133,8 +134,15 @@ func List(ctx context.Context, s *core.Store) (registry.Version, []Info, error) 
 	}
 	commits := newCommitChecks()
 	live := snap.Live()
+	var tags *rootTags
+	if lance.HasRefCache(ctx) {
+		// A long-lived caller (the daemon's metrics, every pass): each
+		// root's tags from one listing, whose unchanged files the cache
+		// answers, instead of one read per pin of every live checkpoint.
+		tags = &rootTags{m: map[string]*rootListing{}}
+	}
 	out, err := fanout.Map(ctx, s.Parallelism(), len(live), func(ctx context.Context, i int) (Info, error) {
-		return info(ctx, s, reg, live[i], commits)
+		return info(ctx, s, reg, live[i], commits, tags)
 	})
 	if err != nil {
 		return 0, nil, err
@@ -151,7 +159,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	if err != nil {
 		return nil, err
 	}
-	in, err := info(ctx, s, reg, cp, newCommitChecks())
+	in, err := info(ctx, s, reg, cp, newCommitChecks(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +169,7 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	return &in, nil
 }
 
-func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits *commitChecks) (Info, error) {
+func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits *commitChecks, tags *rootTags) (Info, error) {
 	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
 		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
 		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
@@ -170,11 +178,12 @@ func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registr
 		return Info{}, err
 	}
 	if rp.Status != PinGone {
-		rp.Status, rp.Detail = tagHealth(ctx, registryDataset(s), rp)
+		rds := registryDataset(s)
+		rp.Status, rp.Detail = listedTagHealth(ctx, rds, rp, tags.of(ctx, rds))
 	}
 	in.Pins = append(in.Pins, rp)
 	pins, err := fanout.Map(ctx, s.Parallelism(), len(cp.Rows), func(ctx context.Context, i int) (PinHealth, error) {
-		return rowHealth(ctx, s, cp, cp.Rows[i], commits)
+		return rowHealth(ctx, s, cp, cp.Rows[i], commits, tags)
 	})
 	if err != nil {
 		return Info{}, err
@@ -198,7 +207,7 @@ func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registr
 // rowHealth is the health of one of cp's table pins: its tag and, for a
 // live checkpoint, the pinned version itself, as cleanup checks it (one
 // view of health).
-func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, commits *commitChecks) (PinHealth, error) {
+func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r registry.Row, commits *commitChecks, tags *rootTags) (PinHealth, error) {
 	tag, err := registry.TablePinTag(cp.ID, r.Pin)
 	if err != nil {
 		return PinHealth{}, err
@@ -209,7 +218,7 @@ func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 	if err != nil {
 		return PinHealth{}, err
 	}
-	p.Status, p.Detail = tagHealth(ctx, ds, p)
+	p.Status, p.Detail = listedTagHealth(ctx, ds, p, tags.of(ctx, ds))
 	if (p.Status == PinOK || p.Status == PinMissing) && cp.State == registry.Live {
 		if l, err := commits.lost(ctx, s, r); err != nil {
 			p.Status, p.Detail = PinUnreadable, fmt.Sprintf("the pinned version cannot be read: %v", err)
@@ -279,6 +288,44 @@ func tagHealth(ctx context.Context, ds *lance.Dataset, p PinHealth) (string, str
 		return PinUnreadable, err.Error()
 	}
 	return tagHealthOf(t, p)
+}
+
+// rootTags lists each root's tags once for a whole List (nil: each pin's
+// tag is read on its own).
+type rootTags struct {
+	mu sync.Mutex
+	m  map[string]*rootListing
+}
+
+type rootListing struct {
+	once sync.Once
+	tags map[string]lance.Tag
+}
+
+// of is ds's tags by name, listed once; nil when t is nil or the listing
+// failed (each tag is then read on its own, and a failure shows there).
+func (t *rootTags) of(ctx context.Context, ds *lance.Dataset) map[string]lance.Tag {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	l := t.m[ds.Root]
+	if l == nil {
+		l = &rootListing{}
+		t.m[ds.Root] = l
+	}
+	t.mu.Unlock()
+	l.once.Do(func() {
+		ts, err := ds.ListTags(ctx)
+		if err != nil {
+			return
+		}
+		l.tags = make(map[string]lance.Tag, len(ts))
+		for _, tg := range ts {
+			l.tags[tg.Name] = tg
+		}
+	})
+	return l.tags
 }
 
 // listedTagHealth is tagHealth judged from a listing of the root's tags

@@ -53,6 +53,10 @@ type Daemon struct {
 	lastRetention time.Time
 	state         State
 	last          atomic.Pointer[PassReport] // the last finished pass, for /readyz
+	// refs remembers the ref files read, by their tokens, across passes: a
+	// pass then reads only the tags and branches that changed, not every
+	// live checkpoint's pins again (lance.RefCache).
+	refs *lance.RefCache
 }
 
 // PassReport is what one pass did.
@@ -270,6 +274,10 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	}
 	first := !d.started
 	d.started = true
+	if d.refs == nil {
+		d.refs = lance.NewRefCache()
+	}
+	ctx = lance.WithRefCache(ctx, d.refs)
 	if first {
 		d.loadState(ctx)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/testkit"
 )
@@ -95,5 +96,55 @@ func TestScheduleTakesTheReconcilesHead(t *testing.T) {
 	with, without := count(sched), count(cfg(t, base))
 	if with != without {
 		t.Errorf("a pass whose slot is taken read the registry head %d times, one without schedules %d", with, without)
+	}
+}
+
+// TestPassesReadUnchangedPinsOnce: a daemon remembers the ref files it
+// read by their tokens, so a later pass over unchanged checkpoints reads
+// no pin tag again, however many live checkpoints pin the tables.
+func TestPassesReadUnchangedPinsOnce(t *testing.T) {
+	dir, _, loc := store(t, "v2-appends", "branch-tag")
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reads := 0
+	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+		if c.Op == testkit.OpGet && strings.Contains(c.Key, "/_refs/tags/") {
+			mu.Lock()
+			reads++
+			mu.Unlock()
+		}
+		return nil
+	})
+	s, err := core.NewStore(bg, "localfs", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if _, err := checkpoint.Create(bg, s.At(loc), n, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  every: 1ms\n  writers_stopped: true\n")}
+	count := func() int {
+		mu.Lock()
+		reads = 0
+		mu.Unlock()
+		if r := dm.Pass(bg); !r.RetentionCompleted {
+			t.Fatalf("pass: %+v", r)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return reads
+	}
+	first := count()
+	if first < 8 {
+		t.Fatalf("the first pass read %d tag files: the test proves nothing (4 checkpoints pin 2 tables)", first)
+	}
+	if again := count(); again != 0 {
+		t.Errorf("a second pass over unchanged pins read %d tag files, want 0 (the first read %d)", again, first)
 	}
 }

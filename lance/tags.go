@@ -205,14 +205,22 @@ func (d *Dataset) readRefFiles(ctx context.Context, jobs []refFile, got func(i i
 		err  error
 	}
 	res := make([]result, len(jobs))
+	cache, store := refCacheFrom(ctx), d.Store.Location().String()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, refReadConns)
 	for i, j := range jobs {
+		if b, info, ok := cache.lookup(store, j.info.Key, j.info.Version); ok {
+			res[i] = result{b, info, nil}
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			b, info, err := d.Store.ReadAll(ctx, j.info.Key)
+			if err == nil {
+				cache.remember(store, j.info.Key, b, info)
+			}
 			res[i] = result{b, info, err}
 		}()
 	}

@@ -1,0 +1,73 @@
+package lance
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// TestRefCacheReadsOnlyWhatChanged: under a RefCache, reading the refs
+// again reads no ref file whose listing shows the token it was read at,
+// gives what a fresh read gives, and reads again the one tag rewritten.
+func TestRefCacheReadsOnlyWhatChanged(t *testing.T) {
+	dir := copyFixture(t, "branch-tag")
+	drv, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt := testkit.NewCounting(drv)
+	s, err := core.NewStore(bg, "localfs", cnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	d := mustOpen(t, s, "branch-tag.lance")
+	ctx := WithRefCache(bg, NewRefCache())
+
+	first, err := d.ReadRefs(ctx)
+	if err != nil || len(first.Tags) != 2 {
+		t.Fatalf("%v %+v", err, first)
+	}
+	firstBranches, err := first.Branches(ctx, d)
+	if err != nil || len(firstBranches) != 2 {
+		t.Fatalf("%v %+v", err, firstBranches)
+	}
+	before := cnt.Counts()
+	again, err := d.ReadRefs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	againBranches, err := again.Branches(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cnt.Counts().Get - before.Get; got != 0 {
+		t.Errorf("the second read read %d ref files, want 0", got)
+	}
+	fresh, err := d.ReadRefs(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Tags, fresh.Tags) || !reflect.DeepEqual(againBranches, firstBranches) {
+		t.Fatalf("cached refs differ from a fresh read:\n%+v\n%+v", again.Tags, fresh.Tags)
+	}
+
+	// One tag rewritten: only it is read again, and its new metadata shows.
+	if _, err := d.UpdateTagFile(bg, fresh.Tags[0], map[string]string{"k": "v"}, UpdateTagOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before = cnt.Counts()
+	third, err := d.ReadRefs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cnt.Counts().Get - before.Get; got != 1 {
+		t.Errorf("after one tag changed, %d ref files were read, want 1", got)
+	}
+	if third.Tags[0].Metadata["k"] != "v" {
+		t.Fatalf("the rewritten tag reads as %+v", third.Tags[0])
+	}
+}

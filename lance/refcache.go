@@ -26,9 +26,10 @@ type cachedRef struct {
 	info core.Info
 }
 
-// maxCachedRefs bounds the memory: past it the cache starts over (a pass
-// then reads what it needs again).
-const maxCachedRefs = 1 << 17
+// maxCachedRefs bounds the memory (a few MiB a store; a fleet daemon keeps
+// one cache per store): past it the cache starts over, and a pass reads
+// what it needs again.
+const maxCachedRefs = 1 << 15
 
 // NewRefCache returns an empty cache.
 func NewRefCache() *RefCache { return &RefCache{m: map[string]cachedRef{}} }

@@ -34,15 +34,20 @@ const maxCachedRefs = 1 << 15
 // NewRefCache returns an empty cache.
 func NewRefCache() *RefCache { return &RefCache{m: map[string]cachedRef{}} }
 
-// lookup returns the bytes of key as read at version, if remembered.
-func (c *RefCache) lookup(store, key, version string) ([]byte, core.Info, bool) {
-	if c == nil || version == "" {
+// lookup returns the bytes of the object listed as l, if remembered at
+// the same version token. The size and modification time the listing
+// shows must match the read's too: a token a filesystem builds from
+// inode, times and size (localfs without its stamp) is then matched whole,
+// and anything that differs is read again.
+func (c *RefCache) lookup(store string, l core.Info) ([]byte, core.Info, bool) {
+	if c == nil || l.Version == "" {
 		return nil, core.Info{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.m[store+"\x00"+key]
-	if !ok || e.info.Version != version {
+	e, ok := c.m[store+"\x00"+l.Key]
+	if !ok || e.info.Version != l.Version || int64(len(e.body)) != l.Size ||
+		(!l.ModTime.IsZero() && !e.info.ModTime.IsZero() && !l.ModTime.Equal(e.info.ModTime)) {
 		return nil, core.Info{}, false
 	}
 	return e.body, e.info, true

@@ -3,6 +3,7 @@ package lance
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/sdk/core"
@@ -69,5 +70,32 @@ func TestRefCacheReadsOnlyWhatChanged(t *testing.T) {
 	}
 	if third.Tags[0].Metadata["k"] != "v" {
 		t.Fatalf("the rewritten tag reads as %+v", third.Tags[0])
+	}
+}
+
+// TestRefCacheMatchesTheWholeListing: the same token with another size or
+// modification time in the listing is read again, never answered from
+// memory (a token built from inode, times and size is matched whole).
+func TestRefCacheMatchesTheWholeListing(t *testing.T) {
+	c := NewRefCache()
+	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	c.remember("s", "k", []byte("abc"), core.Info{Key: "k", Version: "v1", Size: 3, ModTime: at})
+	for _, tc := range []struct {
+		l    core.Info
+		want bool
+	}{
+		{core.Info{Key: "k", Version: "v1", Size: 3, ModTime: at}, true},
+		{core.Info{Key: "k", Version: "v1", Size: 3}, true},
+		{core.Info{Key: "k", Version: "v1", Size: 4, ModTime: at}, false},
+		{core.Info{Key: "k", Version: "v1", Size: 3, ModTime: at.Add(time.Nanosecond)}, false},
+		{core.Info{Key: "k", Version: "v2", Size: 3, ModTime: at}, false},
+		{core.Info{Key: "k", Version: "", Size: 3, ModTime: at}, false},
+	} {
+		if _, _, ok := c.lookup("s", tc.l); ok != tc.want {
+			t.Errorf("%+v: hit %v, want %v", tc.l, ok, tc.want)
+		}
+	}
+	if _, _, ok := c.lookup("other store", core.Info{Key: "k", Version: "v1", Size: 3, ModTime: at}); ok {
+		t.Error("another store's object answered from memory")
 	}
 }

@@ -209,7 +209,7 @@ func (d *Dataset) readRefFiles(ctx context.Context, jobs []refFile, got func(i i
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, refReadConns)
 	for i, j := range jobs {
-		if b, info, ok := cache.lookup(store, j.info.Key, j.info.Version); ok {
+		if b, info, ok := cache.lookup(store, j.info); ok {
 			res[i] = result{b, info, nil}
 			continue
 		}

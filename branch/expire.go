@@ -16,7 +16,7 @@ import (
 
 // DefaultExpiryMargin is how far past a branch's expiry the reaper's
 // clock must be before it deletes the branch.
-const DefaultExpiryMargin = 5 * time.Minute
+const DefaultExpiryMargin = refmeta.DefaultExpiryMargin
 
 // ReapOptions configure ReapExpired.
 type ReapOptions struct {
@@ -76,14 +76,7 @@ type Reaped struct {
 // takes it over only with proof that its owner is dead, and refuses (the
 // branch kept) otherwise.
 func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
-	margin := o.Margin
-	if margin <= 0 {
-		margin = DefaultExpiryMargin
-	}
-	now := time.Now().UTC()
-	if o.Now != nil {
-		now = o.Now().UTC()
-	}
+	now, margin := refmeta.ExpiryClock(o.Now, o.Margin)
 	res := &Reaped{Now: now, Margin: margin.String(), DryRun: o.DryRun, Branches: []ExpiredBranch{}}
 	tables := o.Tables
 	if tables == nil {

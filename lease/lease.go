@@ -50,8 +50,9 @@ const (
 // Bounds and defaults.
 const (
 	// DefaultMargin is how far past its expiry the reaper's clock must be
-	// before it removes a lease: the clock skew leases tolerate.
-	DefaultMargin = 5 * time.Minute
+	// before it removes a lease: the clock skew leases tolerate, the same
+	// for every expiry.
+	DefaultMargin = refmeta.DefaultExpiryMargin
 	// MaxTTL bounds one acquire or renew: a version to keep for longer
 	// wants a tag or a checkpoint, which are not reaped.
 	MaxTTL = 7 * 24 * time.Hour

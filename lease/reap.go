@@ -12,6 +12,7 @@ import (
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/refmeta"
 	"github.com/retain-dev/retain/sdk/core"
 )
 
@@ -79,13 +80,7 @@ func Reap(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, error) {
 	return res, res.Err()
 }
 
-func (o ReapOptions) clock() (time.Time, time.Duration) {
-	margin := o.Margin
-	if margin <= 0 {
-		margin = DefaultMargin
-	}
-	return Options{Now: o.Now}.now(), margin
-}
+func (o ReapOptions) clock() (time.Time, time.Duration) { return refmeta.ExpiryClock(o.Now, o.Margin) }
 
 // NewReaped is an empty report of a reap with o.
 func (o ReapOptions) NewReaped() *Reaped {

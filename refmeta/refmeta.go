@@ -34,6 +34,24 @@ func Expiry(meta map[string]string) (at time.Time, ok bool, err error) {
 	return t.UTC(), true, nil
 }
 
+// DefaultExpiryMargin is how far past an expiry (a tag's, a branch's, a
+// reader lease's) a reaper's clock must be before it removes the ref: the
+// clock skew expiries tolerate.
+const DefaultExpiryMargin = 5 * time.Minute
+
+// ExpiryClock is a reaper's clock and margin: now (nil: time.Now) in UTC,
+// and margin, or DefaultExpiryMargin when it is not positive. Every reaper
+// judges by it, so a lease, a tag and a branch expire alike.
+func ExpiryClock(now func() time.Time, margin time.Duration) (time.Time, time.Duration) {
+	if margin <= 0 {
+		margin = DefaultExpiryMargin
+	}
+	if now == nil {
+		return time.Now().UTC(), margin
+	}
+	return now().UTC(), margin
+}
+
 // FormatExpiry is how an expiry is written.
 func FormatExpiry(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 

@@ -15,7 +15,7 @@ import (
 
 // DefaultExpiryMargin is how far past a tag's expiry the reaper's clock
 // must be before it removes the tag: the clock skew expiries tolerate.
-const DefaultExpiryMargin = 5 * time.Minute
+const DefaultExpiryMargin = refmeta.DefaultExpiryMargin
 
 // ReapOptions configure ReapExpired.
 type ReapOptions struct {
@@ -89,16 +89,7 @@ func ReapExpired(ctx context.Context, s *core.Store, o ReapOptions) (*Reaped, er
 	return res, res.Err()
 }
 
-func (o ReapOptions) clock() (time.Time, time.Duration) {
-	margin := o.Margin
-	if margin <= 0 {
-		margin = DefaultExpiryMargin
-	}
-	if o.Now != nil {
-		return o.Now().UTC(), margin
-	}
-	return time.Now().UTC(), margin
-}
+func (o ReapOptions) clock() (time.Time, time.Duration) { return refmeta.ExpiryClock(o.Now, o.Margin) }
 
 // NewReaped is an empty report of a reap with o.
 func (o ReapOptions) NewReaped() *Reaped {

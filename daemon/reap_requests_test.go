@@ -18,25 +18,15 @@ import (
 // (the pass's and the cleanup run's under its claim), not twice more.
 func TestReapersTakeTheReconcilesRefs(t *testing.T) {
 	dir, _, loc := store(t, "v2-appends", "branch-tag")
-	d, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	lists := map[string]int{}
-	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+	s := watchedStore(t, dir, func(c testkit.Call) {
 		if c.Op == testkit.OpList {
 			mu.Lock()
 			lists[c.Key]++
 			mu.Unlock()
 		}
-		return nil
 	})
-	s, err := core.NewStore(bg, "localfs", h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  writers_stopped: true\n")}
 	if r := dm.Pass(bg); !r.RetentionCompleted || r.Leases == nil || r.Branches == nil {
 		t.Fatalf("pass: %+v", r)
@@ -59,25 +49,15 @@ func TestReapersTakeTheReconcilesRefs(t *testing.T) {
 // judge on the head the pass's reconcile read.
 func TestScheduleTakesTheReconcilesHead(t *testing.T) {
 	dir, _, loc := store(t, "v2-appends")
-	d, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	heads := 0
-	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+	s := watchedStore(t, dir, func(c testkit.Call) {
 		if c.Op == testkit.OpList && c.Key == "_retain/registry/versions/" {
 			mu.Lock()
 			heads++
 			mu.Unlock()
 		}
-		return nil
 	})
-	s, err := core.NewStore(bg, "localfs", h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	const base = "retention:\n  keep_last: 1\n  writers_stopped: true\n"
 	sched := cfg(t, base+"checkpoints:\n  - name: \"hourly/{{.Time}}\"\n    every: 1h\n    keep: {last: 3}\n")
 	count := func(c Config) int {
@@ -104,25 +84,15 @@ func TestScheduleTakesTheReconcilesHead(t *testing.T) {
 // no pin tag again, however many live checkpoints pin the tables.
 func TestPassesReadUnchangedPinsOnce(t *testing.T) {
 	dir, _, loc := store(t, "v2-appends", "branch-tag")
-	d, err := localfs.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	reads := 0
-	h := testkit.NewHook(d).Before(func(c testkit.Call) error {
+	s := watchedStore(t, dir, func(c testkit.Call) {
 		if c.Op == testkit.OpGet && strings.Contains(c.Key, "/_refs/tags/") {
 			mu.Lock()
 			reads++
 			mu.Unlock()
 		}
-		return nil
 	})
-	s, err := core.NewStore(bg, "localfs", h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	for _, n := range []string{"a", "b", "c", "d"} {
 		if _, err := checkpoint.Create(bg, s.At(loc), n, ""); err != nil {
 			t.Fatal(err)
@@ -147,4 +117,23 @@ func TestPassesReadUnchangedPinsOnce(t *testing.T) {
 	if again := count(); again != 0 {
 		t.Errorf("a second pass over unchanged pins read %d tag files, want 0 (the first read %d)", again, first)
 	}
+}
+
+// watchedStore is a localfs store at dir whose every data operation is
+// shown to each first.
+func watchedStore(t *testing.T, dir string, each func(testkit.Call)) *core.Store {
+	t.Helper()
+	d, err := localfs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := core.NewStore(bg, "localfs", testkit.NewHook(d).Before(func(c testkit.Call) error {
+		each(c)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

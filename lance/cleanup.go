@@ -379,6 +379,9 @@ type PlannedVersion struct {
 	Size    int64    `json:"size"`
 	Keep    bool     `json:"keep"`
 	Reasons []string `json:"reasons"`
+	// Rule names the branch window the version was planned with
+	// (BranchWindow.Rule, "branch rule session/*"); "" for the policy's own.
+	Rule string `json:"rule,omitempty"`
 	// FromTransaction: a removed version planned from its transaction,
 	// its manifest not read (cleanup_replay.go); Timestamp is then the
 	// manifest object's modification time, not the commit time.
@@ -886,7 +889,7 @@ func (pl *planner) decide(ctx context.Context, m *member, roots map[uint64][]str
 		if !w.olderThan.IsZero() && !man.Timestamp.Before(w.olderThan) {
 			reasons = append(reasons, "not older than the cut-off "+w.olderThan.UTC().Format(time.RFC3339Nano)+w.suffix())
 		}
-		pv := PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: man.Timestamp, Key: v.Key, Size: v.Info.Size, Keep: len(reasons) > 0}
+		pv := PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: man.Timestamp, Key: v.Key, Size: v.Info.Size, Keep: len(reasons) > 0, Rule: w.rule}
 		id := VersionID{m.branch, v.N}
 		if pv.Keep {
 			pv.Reasons = reasons

@@ -160,7 +160,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 				pl.stats.kinds = map[txnKind]int{}
 			}
 			pl.stats.kinds[ops[i].kind]++
-			pl.plan.Versions = append(pl.plan.Versions, PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: v.Info.ModTime,
+			pl.plan.Versions = append(pl.plan.Versions, PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: v.Info.ModTime, Rule: w.rule,
 				Key: v.Key, Size: v.Info.Size, Reasons: []string{pl.removedReason(w, v.Info.ModTime)}, FromTransaction: true})
 			continue
 		}
@@ -193,7 +193,7 @@ func (pl *planner) decideReplay(ctx context.Context, m *member, roots map[uint64
 		if i+1 < n && !full[i+1] && (len(man.BasePaths) > 0 || man.ReaderFlags&FeatureStableRowIDs != 0) {
 			return st.mismatch("%s has base paths or stable row ids", id)
 		}
-		pv := PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: man.Timestamp, Key: v.Key, Size: v.Info.Size, Keep: keep[i]}
+		pv := PlannedVersion{Branch: m.branch, Version: v.N, Timestamp: man.Timestamp, Key: v.Key, Size: v.Info.Size, Keep: keep[i], Rule: w.rule}
 		if pv.Keep {
 			pv.Reasons = append([]string(nil), roots[v.N]...)
 			pl.kept.Add(man.Files()...)

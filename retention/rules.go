@@ -221,13 +221,7 @@ func rulesText(echo PolicyEcho, table string, lp *lance.Plan) []string {
 	used := map[string]bool{}
 	if lp != nil {
 		for _, v := range lp.Versions {
-			for _, r := range v.Reasons {
-				if i := strings.LastIndex(r, " ("); i >= 0 {
-					if j := strings.IndexByte(r[i:], ')'); j > 0 {
-						used[r[i+2:i+j]] = true
-					}
-				}
-			}
+			used[v.Rule] = true
 		}
 	}
 	var out []string

@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,16 @@ func TestParseRule(t *testing.T) {
 		if _, err := ParseRule(bad); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
+	}
+}
+
+// TestReviewedRulesWithoutCutoffRefused: a reviewed plan whose rule has an
+// older-than but no cut-off is refused, naming the command that makes a
+// new one, rather than counted back from the time it runs.
+func TestReviewedRulesWithoutCutoffRefused(t *testing.T) {
+	rp := &ReviewedPlan{Policy: PolicyEcho{KeepLast: 1, Branches: []RuleEcho{{Pattern: "session/*", OlderThan: "168h0m0s"}}}}
+	_, err := rp.policy()
+	if !errors.Is(err, ErrPlanInvalid) || !strings.Contains(err.Error(), "retain cleanup preview --out") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -414,9 +414,7 @@ func (p *reconcilePass) explainLive(ctx context.Context) error {
 		p.present[path] = true
 	}
 	live := p.snap.Live()
-	rps, err := fanout.Map(ctx, p.s.Parallelism(), len(live), func(ctx context.Context, i int) (PinHealth, error) {
-		return registryPin(ctx, p.reg, live[i])
-	})
+	rps, err := registryPins(ctx, p.reg, live)
 	if err != nil {
 		return err
 	}

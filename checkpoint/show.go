@@ -141,8 +141,12 @@ func List(ctx context.Context, s *core.Store) (registry.Version, []Info, error) 
 		// answers, instead of one read per pin of every live checkpoint.
 		tags = &rootTags{m: map[string]*rootListing{}}
 	}
+	rps, err := registryPins(ctx, reg, live)
+	if err != nil {
+		return 0, nil, err
+	}
 	out, err := fanout.Map(ctx, s.Parallelism(), len(live), func(ctx context.Context, i int) (Info, error) {
-		return info(ctx, s, reg, live[i], commits, tags)
+		return info(ctx, s, live[i], rps[i], commits, tags)
 	})
 	if err != nil {
 		return 0, nil, err
@@ -159,7 +163,11 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	if err != nil {
 		return nil, err
 	}
-	in, err := info(ctx, s, reg, cp, newCommitChecks(), nil)
+	rp, err := registryPin(ctx, reg, cp)
+	if err != nil {
+		return nil, err
+	}
+	in, err := info(ctx, s, cp, rp, newCommitChecks(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -169,14 +177,11 @@ func Show(ctx context.Context, s *core.Store, nameOrID string, deep bool) (*Info
 	return &in, nil
 }
 
-func info(ctx context.Context, s *core.Store, reg *registry.Registry, cp registry.Checkpoint, commits *commitChecks, tags *rootTags) (Info, error) {
+// info describes cp, whose registry pin rp describes (registryPin).
+func info(ctx context.Context, s *core.Store, cp registry.Checkpoint, rp PinHealth, commits *commitChecks, tags *rootTags) (Info, error) {
 	in := Info{ID: cp.ID, Name: cp.Name, State: cp.State, Generation: cp.Generation, Actor: cp.Actor,
 		SourceBranch: cp.SourceBranch, RegistryVersion: cp.RegistryVersion, CreatedAt: cp.CreatedAt,
 		TableCount: len(cp.Rows), Tombstone: cp.Tombstone, Health: "ok"}
-	rp, err := registryPin(ctx, reg, cp)
-	if err != nil {
-		return Info{}, err
-	}
 	if rp.Status != PinGone {
 		rds := registryDataset(s)
 		rp.Status, rp.Detail = listedTagHealth(ctx, rds, rp, tags.of(ctx, rds))
@@ -236,6 +241,32 @@ func rowHealth(ctx context.Context, s *core.Store, cp registry.Checkpoint, r reg
 // version as the proof it republishes from, uses wholePin instead.
 func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkpoint) (PinHealth, error) {
 	return readRegistryPin(ctx, cp, func(v registry.Version) (registry.Ref, error) { return reg.ReadRef(ctx, v) })
+}
+
+// registryPins is registryPin for each of cps, from one ReadRefs: under
+// the daemon's registry.RefCache, the versions that did not change since
+// the last pass cost one listing between them, not one get each.
+func registryPins(ctx context.Context, reg *registry.Registry, cps []registry.Checkpoint) ([]PinHealth, error) {
+	vs := make([]registry.Version, len(cps))
+	for i, cp := range cps {
+		vs[i] = cp.RegistryVersion
+	}
+	refs, err := reg.ReadRefs(ctx, vs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PinHealth, len(cps))
+	for i, cp := range cps {
+		if out[i], err = readRegistryPin(ctx, cp, func(registry.Version) (registry.Ref, error) {
+			if refs[i].IsZero() {
+				return registry.Ref{}, core.ErrNotFound
+			}
+			return refs[i], nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // wholePin is registryPin reading the publishing version whole, segments

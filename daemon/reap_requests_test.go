@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -116,6 +117,45 @@ func TestPassesReadUnchangedPinsOnce(t *testing.T) {
 	}
 	if again := count(); again != 0 {
 		t.Errorf("a second pass over unchanged pins read %d tag files, want 0 (the first read %d)", again, first)
+	}
+}
+
+// TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints: a pass over
+// checkpoints that did not change makes as many requests with 6 of them
+// as with 2. Each reader of the registry pins (the pass's reconcile, the
+// cleanup run's under its claim, the metrics) lists the versions that
+// published them once, instead of one get of each (registry.RefCache).
+func TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints(t *testing.T) {
+	requests := func(checkpoints int) int {
+		dir, _, loc := store(t, "v2-appends", "branch-tag")
+		var mu sync.Mutex
+		n := 0
+		s := watchedStore(t, dir, func(testkit.Call) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+		})
+		for i := range checkpoints {
+			if _, err := checkpoint.Create(bg, s.At(loc), fmt.Sprintf("cp-%d", i), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  every: 1ms\n  writers_stopped: true\n")}
+		for pass := range 2 {
+			mu.Lock()
+			n = 0
+			mu.Unlock()
+			if r := dm.Pass(bg); !r.RetentionCompleted {
+				t.Fatalf("pass %d: %+v", pass, r)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	few, many := requests(2), requests(6)
+	if few != many {
+		t.Errorf("a quiet pass made %d requests over 2 checkpoints and %d over 6: each live checkpoint costs every pass %.1f", few, many, float64(many-few)/4)
 	}
 }
 

@@ -376,15 +376,21 @@ func (r *Registry) Read(ctx context.Context, v Version) (*Snapshot, error) {
 // a checkpoint's registry pin, once per live checkpoint. A missing version
 // is core.ErrNotFound.
 func (r *Registry) ReadRef(ctx context.Context, v Version) (Ref, error) {
+	ref, _, err := r.readRef(ctx, v)
+	return ref, err
+}
+
+// readRef is ReadRef, also returning the info of the object read.
+func (r *Registry) readRef(ctx context.Context, v Version) (Ref, core.Info, error) {
 	key := VersionKey(v)
-	body, err := r.readObject(ctx, key)
+	body, info, err := r.readObjectInfo(ctx, key)
 	if err != nil {
-		return Ref{}, err
+		return Ref{}, core.Info{}, err
 	}
 	if _, _, err := link(key, body, v); err != nil {
-		return Ref{}, err
+		return Ref{}, core.Info{}, err
 	}
-	return refOf(v, body), nil
+	return refOf(v, body), info, nil
 }
 
 // decodeAny decodes a stored version of any format this build reads,
@@ -414,20 +420,29 @@ func link(key string, body []byte, want Version) (int, string, error) {
 }
 
 func (r *Registry) readObject(ctx context.Context, key string) ([]byte, error) {
+	b, _, err := r.readObjectInfo(ctx, key)
+	return b, err
+}
+
+func (r *Registry) readObjectInfo(ctx context.Context, key string) ([]byte, core.Info, error) {
 	rd, err := r.store.Get(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, core.Info{}, err
 	}
 	defer rd.Close()
 	if rd.Info.Size > maxSnapshotBytes {
-		return nil, core.Errorf("read", key, core.ErrLimitExceeded, "a registry version of %d bytes exceeds the %d-byte limit", rd.Info.Size, maxSnapshotBytes)
+		return nil, core.Info{}, core.Errorf("read", key, core.ErrLimitExceeded, "a registry version of %d bytes exceeds the %d-byte limit", rd.Info.Size, maxSnapshotBytes)
 	}
 	var buf bytes.Buffer
 	buf.Grow(int(rd.Info.Size))
 	if _, err := io.Copy(&buf, rd); err != nil {
-		return nil, err
+		return nil, core.Info{}, err
 	}
-	return buf.Bytes(), nil
+	info := rd.Info
+	if info.Key == "" {
+		info.Key = key
+	}
+	return buf.Bytes(), info, nil
 }
 
 // Commit writes next as registry version expected+1 with create-if-absent:

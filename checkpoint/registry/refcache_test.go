@@ -1,0 +1,154 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/sdk/memstore"
+	"github.com/retain-dev/retain/sdk/testkit"
+)
+
+// countedRegistry is a registry of n committed versions whose gets and
+// listings of version objects are counted.
+func countedRegistry(t *testing.T, n int) (*Registry, *core.Store, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
+	var gets, lists atomic.Int64
+	h := testkit.NewHook(memstore.New()).Before(func(c testkit.Call) error {
+		switch {
+		case c.Op == testkit.OpGet && strings.HasPrefix(c.Key, VersionsPrefix):
+			gets.Add(1)
+		case c.Op == testkit.OpList && strings.HasPrefix(c.Key, VersionsPrefix):
+			lists.Add(1)
+		}
+		return nil
+	})
+	s, err := core.NewStore(bg, "memory", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := Open(s, Options{})
+	for i := range n {
+		v, snap, err := reg.Head(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := snap.Next()
+		reserveT(t, d, fmt.Sprintf("cp-%d", i))
+		if _, err := reg.Commit(bg, v, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg, s, &gets, &lists
+}
+
+// TestReadRefsAnswersUnchangedVersionsFromTheListing: under a RefCache a
+// second ReadRefs of unchanged versions costs one listing and no get,
+// and a version rewritten or deleted since is read again and judged as it
+// is now: the cache never answers for bytes it did not read.
+func TestReadRefsAnswersUnchangedVersionsFromTheListing(t *testing.T) {
+	reg, s, gets, lists := countedRegistry(t, 6)
+	vs := []Version{2, 4, 5, 6}
+	want := make([]Ref, len(vs))
+	for i, v := range vs {
+		ref, err := reg.ReadRef(bg, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = ref
+	}
+	read := func(label string) []Ref {
+		t.Helper()
+		gets.Store(0)
+		lists.Store(0)
+		got, err := reg.ReadRefs(ctxWith, vs)
+		if err != nil {
+			t.Fatalf("%s: %v", label, err)
+		}
+		return got
+	}
+	ctxWith = WithRefCache(bg, NewRefCache())
+	if got := read("first"); fmt.Sprint(got) != fmt.Sprint(want) || gets.Load() != int64(len(vs)) {
+		t.Fatalf("first read: %v with %d gets, want %v with %d", got, gets.Load(), want, len(vs))
+	}
+	if got := read("again"); fmt.Sprint(got) != fmt.Sprint(want) || gets.Load() != 0 || lists.Load() != 1 {
+		t.Fatalf("unchanged versions: %v with %d gets and %d listings, want %v with 0 and 1", got, gets.Load(), lists.Load(), want)
+	}
+
+	// Version 4 rewritten with the same bytes: a new token, read again.
+	b, _, err := s.ReadAll(bg, VersionKey(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutBytes(bg, VersionKey(4), b, core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("rewritten"); fmt.Sprint(got) != fmt.Sprint(want) || gets.Load() != 1 {
+		t.Fatalf("after a rewrite: %v with %d gets, want %v with 1", got, gets.Load(), want)
+	}
+
+	// Version 5 deleted: missing (the zero Ref), not the remembered one.
+	if err := s.Delete(bg, VersionKey(5), core.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := read("deleted")
+	if !got[2].IsZero() || got[0] != want[0] || got[1] != want[1] || got[3] != want[3] {
+		t.Fatalf("after deleting version 5: %v", got)
+	}
+
+	// Version 2 rewritten with other bytes: refused, as ReadRef refuses it.
+	if _, err := s.PutBytes(bg, VersionKey(2), []byte("{}"), core.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.ReadRefs(ctxWith, vs); !errors.Is(err, ErrCorruptRegistry) {
+		t.Fatalf("a rewritten version read from memory: %v, want ErrCorruptRegistry", err)
+	}
+}
+
+// TestReadRefsWithoutACacheReadsEach: a one-shot caller reads every
+// version, as ReadRef, and lists nothing.
+func TestReadRefsWithoutACacheReadsEach(t *testing.T) {
+	reg, _, gets, lists := countedRegistry(t, 3)
+	for range 2 {
+		gets.Store(0)
+		lists.Store(0)
+		got, err := reg.ReadRefs(bg, []Version{1, 3, 9})
+		if err != nil || got[0].IsZero() || got[1].IsZero() || !got[2].IsZero() {
+			t.Fatalf("refs %v, %v", got, err)
+		}
+		if gets.Load() != 3 || lists.Load() != 0 {
+			t.Fatalf("%d gets and %d listings, want 3 and 0", gets.Load(), lists.Load())
+		}
+	}
+}
+
+// TestReadRefsListsNoMorePagesThanVersions: a long history between the
+// oldest and the newest version wanted is listed at most one page per
+// version wanted, then read.
+func TestReadRefsListsNoMorePagesThanVersions(t *testing.T) {
+	reg, _, gets, lists := countedRegistry(t, 40)
+	// Pages of 3 keys: the 40 versions would take 14 pages.
+	defer func(n int) { refsListPage = n }(refsListPage)
+	refsListPage = 3
+	ctx := WithRefCache(bg, NewRefCache())
+	vs := []Version{1, 40}
+	for range 2 {
+		gets.Store(0)
+		lists.Store(0)
+		got, err := reg.ReadRefs(ctx, vs)
+		if err != nil || got[0].IsZero() || got[1].IsZero() {
+			t.Fatalf("refs %v, %v", got, err)
+		}
+		if lists.Load() > int64(len(vs)) {
+			t.Fatalf("%d listing pages for %d versions", lists.Load(), len(vs))
+		}
+	}
+	if gets.Load() != 1 {
+		t.Fatalf("the second read took %d gets, want 1 (version 1, past the pages listed)", gets.Load())
+	}
+}
+
+var ctxWith = bg

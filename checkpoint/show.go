@@ -244,7 +244,7 @@ func registryPin(ctx context.Context, reg *registry.Registry, cp registry.Checkp
 }
 
 // registryPins is registryPin for each of cps, from one ReadRefs: under
-// the daemon's registry.RefCache, the versions that did not change since
+// the daemon's registry.Cache, the versions that did not change since
 // the last pass cost one listing between them, not one get each.
 func registryPins(ctx context.Context, reg *registry.Registry, cps []registry.Checkpoint) ([]PinHealth, error) {
 	vs := make([]registry.Version, len(cps))

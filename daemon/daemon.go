@@ -57,10 +57,10 @@ type Daemon struct {
 	// pass then reads only the tags and branches that changed, not every
 	// live checkpoint's pins again (lance.RefCache).
 	refs *lance.RefCache
-	// versions remembers the registry versions read, by their tokens: the
-	// registry pins of unchanged checkpoints cost a listing, not a get
-	// each (registry.RefCache).
-	versions *registry.RefCache
+	// reg remembers the registry versions and segments read: the
+	// registry pins of unchanged checkpoints and the head's unchanged
+	// segments cost a listing, not a get each (registry.Cache).
+	reg *registry.Cache
 }
 
 // PassReport is what one pass did.
@@ -281,11 +281,11 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 	if d.refs == nil {
 		d.refs = lance.NewRefCache()
 	}
-	if d.versions == nil {
-		d.versions = registry.NewRefCache()
+	if d.reg == nil {
+		d.reg = registry.NewCache()
 	}
 	ctx = lance.WithRefCache(ctx, d.refs)
-	ctx = registry.WithRefCache(ctx, d.versions)
+	ctx = registry.WithCache(ctx, d.reg)
 	if first {
 		d.loadState(ctx)
 	}

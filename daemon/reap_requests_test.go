@@ -9,6 +9,7 @@ import (
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/testkit"
 )
@@ -124,8 +125,13 @@ func TestPassesReadUnchangedPinsOnce(t *testing.T) {
 // checkpoints that did not change makes as many requests with 6 of them
 // as with 2. Each reader of the registry pins (the pass's reconcile, the
 // cleanup run's under its claim, the metrics) lists the versions that
-// published them once, instead of one get of each (registry.RefCache).
+// published them once, instead of one get of each, and each head read
+// takes the segments it read before while they are still listed
+// (registry.Cache).
 func TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints(t *testing.T) {
+	// A segmented registry: each live checkpoint's rows are an object of
+	// their own, which every head read needs.
+	t.Setenv(registry.SpillEnv, "0")
 	requests := func(checkpoints int) int {
 		dir, _, loc := store(t, "v2-appends", "branch-tag")
 		var mu sync.Mutex

@@ -349,10 +349,16 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 	if err != nil {
 		return nil, err
 	}
+	// Under a Cache, the segments this Registry has not read are taken
+	// from it when still listed: one listing, once a version needs it.
+	shared := sharedSegments{c: cacheFrom(ctx)}
+	if shared.c != nil {
+		shared.listed = sync.OnceValues(func() (map[string]core.Info, error) { return r.listedSegments(ctx) })
+	}
 	buckets, err := fanout.Map(ctx, r.store.Parallelism(), len(v.Buckets), func(ctx context.Context, i int) (indexBucket, error) {
 		ref := v.Buckets[i]
 		var b indexBucket
-		if err := r.readSegment(ctx, want, ref.segRef, &b); err != nil {
+		if err := r.readSegment(ctx, want, ref.segRef, &b, shared); err != nil {
 			return b, err
 		}
 		if b.Format != formatSegmented || b.Kind != kindIndex || b.Bucket != ref.Bucket {
@@ -411,7 +417,7 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 		p := refs[i]
 		rkey := SegmentKey(p.ref.SHA256)
 		var o rowsObject
-		if err := r.readSegment(ctx, want, p.ref.segRef, &o); err != nil {
+		if err := r.readSegment(ctx, want, p.ref.segRef, &o, shared); err != nil {
 			return readRows{}, err
 		}
 		if o.Format != formatSegmented || o.Kind != kindRows || o.CheckpointID != p.id || len(o.Pins) != p.ref.Count {
@@ -467,6 +473,9 @@ type segmentCache struct {
 	mu     sync.Mutex
 	bodies map[string][]byte
 	bytes  int
+	// startOver: at the budget, forget everything and keep caching (a
+	// long-lived Cache, where old segments go stale), rather than stop.
+	startOver bool
 }
 
 // segmentCacheBytes bounds one Registry's cache.
@@ -482,8 +491,14 @@ func (c *segmentCache) get(key string) ([]byte, bool) {
 func (c *segmentCache) put(key string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.bodies[key]; ok || c.bytes+len(body) > segmentCacheBytes {
+	if _, ok := c.bodies[key]; ok || len(body) > segmentCacheBytes {
 		return
+	}
+	if c.bytes+len(body) > segmentCacheBytes {
+		if !c.startOver {
+			return
+		}
+		c.bodies, c.bytes = nil, 0
 	}
 	if c.bodies == nil {
 		c.bodies = map[string][]byte{}
@@ -492,11 +507,47 @@ func (c *segmentCache) put(key string, body []byte) {
 	c.bytes += len(body)
 }
 
+// sharedSegments is a long-lived Cache's segments, each taken only while
+// the store still lists it at its size (listed: one listing a version).
+type sharedSegments struct {
+	c      *Cache
+	listed func() (map[string]core.Info, error)
+}
+
+func (sh sharedSegments) get(key string, size int64) ([]byte, bool, error) {
+	if sh.c == nil {
+		return nil, false, nil
+	}
+	body, ok := sh.c.segs.get(key)
+	if !ok || int64(len(body)) != size {
+		return nil, false, nil
+	}
+	listed, err := sh.listed()
+	if err != nil {
+		return nil, false, err
+	}
+	if l, ok := listed[key]; !ok || l.Size != size {
+		return nil, false, nil
+	}
+	return body, true, nil
+}
+
 // readSegment reads one segment (from the cache when this Registry has
-// it), checks its size and digest, and parses it strictly into v.
-func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef, v any) error {
+// it, or a long-lived Cache still listing it), checks its size and
+// digest, and parses it strictly into v.
+func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef, v any, shared sharedSegments) error {
 	key := SegmentKey(ref.SHA256)
-	if body, ok := r.segs.get(key); ok && int64(len(body)) == ref.Size {
+	body, ok := r.segs.get(key)
+	if !ok || int64(len(body)) != ref.Size {
+		var err error
+		if body, ok, err = shared.get(key, ref.Size); err != nil {
+			return err
+		}
+		if ok {
+			r.segs.put(key, body)
+		}
+	}
+	if ok && int64(len(body)) == ref.Size {
 		if err := strictDecode(body, v); err != nil {
 			return badSegment(key, err, version, "does not parse")
 		}
@@ -516,6 +567,9 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 		return badSegment(key, err, version, "does not parse")
 	}
 	r.segs.put(key, body)
+	if shared.c != nil {
+		shared.c.segs.put(key, body)
+	}
 	return nil
 }
 

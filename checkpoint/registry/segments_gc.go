@@ -248,7 +248,7 @@ func (g *gcReader) readBuckets(ctx context.Context) error {
 	sort.Slice(ws, func(i, j int) bool { return ws[i].ref.SHA256 < ws[j].ref.SHA256 })
 	got, err := fanout.Map(ctx, g.r.store.Parallelism(), len(ws), func(ctx context.Context, i int) (*indexBucket, error) {
 		var b indexBucket
-		if err := g.r.readSegment(ctx, ws[i].v, ws[i].ref, &b); err != nil {
+		if err := g.r.readSegment(ctx, ws[i].v, ws[i].ref, &b, sharedSegments{}); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

@@ -147,6 +147,20 @@ func storeCommands(b *testing.B, tables int) {
 				b.Fatal(err)
 			}
 		}, func(s *core.Store) error { return pass(ctx, s, schedule) }},
+		{"daemon-pass-20-more-checkpoints", func() {
+			// 20 more live checkpoints over every table (at no delay), and
+			// the store settled (not counted): against daemon-pass-scheduled,
+			// what each live checkpoint costs a quiet pass.
+			for range 20 {
+				created++
+				if _, err := checkpoint.Create(ctx, st.Fast, fmt.Sprintf("cp-%d", created), ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := pass(ctx, st.Slow, schedule); err != nil {
+				b.Fatal(err)
+			}
+		}, func(s *core.Store) error { return pass(ctx, s, schedule) }},
 	} {
 		b.Run(op.name, func(b *testing.B) {
 			var elapsed time.Duration

@@ -45,7 +45,7 @@ func countedRegistry(t *testing.T, n int) (*Registry, *core.Store, *atomic.Int64
 	return reg, s, &gets, &lists
 }
 
-// TestReadRefsAnswersUnchangedVersionsFromTheListing: under a RefCache a
+// TestReadRefsAnswersUnchangedVersionsFromTheListing: under a Cache a
 // second ReadRefs of unchanged versions costs one listing and no get,
 // and a version rewritten or deleted since is read again and judged as it
 // is now: the cache never answers for bytes it did not read.
@@ -70,7 +70,7 @@ func TestReadRefsAnswersUnchangedVersionsFromTheListing(t *testing.T) {
 		}
 		return got
 	}
-	ctxWith = WithRefCache(bg, NewRefCache())
+	ctxWith = WithCache(bg, NewCache())
 	if got := read("first"); fmt.Sprint(got) != fmt.Sprint(want) || gets.Load() != int64(len(vs)) {
 		t.Fatalf("first read: %v with %d gets, want %v with %d", got, gets.Load(), want, len(vs))
 	}
@@ -133,7 +133,7 @@ func TestReadRefsListsNoMorePagesThanVersions(t *testing.T) {
 	// Pages of 3 keys: the 40 versions would take 14 pages.
 	defer func(n int) { refsListPage = n }(refsListPage)
 	refsListPage = 3
-	ctx := WithRefCache(bg, NewRefCache())
+	ctx := WithCache(bg, NewCache())
 	vs := []Version{1, 40}
 	for range 2 {
 		gets.Store(0)
@@ -152,3 +152,77 @@ func TestReadRefsListsNoMorePagesThanVersions(t *testing.T) {
 }
 
 var ctxWith = bg
+
+// TestCacheReadsOnlyNewSegments: under a Cache, a head read by a new
+// Registry (each command opens its own) takes the segments an earlier one
+// read while the store still lists them: one listing, and the segments a
+// new commit added. A segment deleted since is not answered from memory:
+// the head is refused as it is without the cache.
+func TestCacheReadsOnlyNewSegments(t *testing.T) {
+	t.Setenv(SpillEnv, "0")
+	var segGets, segLists atomic.Int64
+	counted := testkit.NewHook(memstore.New()).Before(func(c testkit.Call) error {
+		switch {
+		case c.Op == testkit.OpGet && strings.HasPrefix(c.Key, SegmentsPrefix):
+			segGets.Add(1)
+		case c.Op == testkit.OpList && strings.HasPrefix(c.Key, SegmentsPrefix):
+			segLists.Add(1)
+		}
+		return nil
+	})
+	cs, err := core.NewStore(bg, "memory", counted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(name string) {
+		t.Helper()
+		reg := Open(cs, Options{})
+		v, snap, err := reg.Head(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := snap.Next()
+		reserveT(t, d, name)
+		if _, err := reg.Commit(bg, v, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		commit(fmt.Sprintf("cp-%d", i))
+	}
+	ctx := WithCache(bg, NewCache())
+	head := func() (*Snapshot, int64, int64, error) {
+		segGets.Store(0)
+		segLists.Store(0)
+		_, snap, err := Open(cs, Options{}).Head(ctx)
+		return snap, segGets.Load(), segLists.Load(), err
+	}
+	first, gets, _, err := head()
+	if err != nil || gets < 3 {
+		t.Fatalf("first head: %d segment gets, %v (the test needs a segmented head)", gets, err)
+	}
+	again, gets, lists, err := head()
+	if err != nil || gets != 0 || lists != 1 {
+		t.Fatalf("a second head over unchanged segments: %d gets and %d listings, %v; want 0 and 1", gets, lists, err)
+	}
+	if fmt.Sprint(again.Live()) != fmt.Sprint(first.Live()) {
+		t.Fatal("the head from memory differs from the head read")
+	}
+	commit("cp-new")
+	if _, gets, _, err = head(); err != nil || gets == 0 || gets > 3 {
+		t.Fatalf("after one commit: %d segment gets, %v; want what it added (at most a bucket and a rows object, and their predecessor's)", gets, err)
+	}
+	// A segment the head references, deleted: refused, not remembered.
+	objs, err := cs.List(bg, SegmentsPrefix, 0)
+	if err != nil || len(objs) == 0 {
+		t.Fatal(objs, err)
+	}
+	for _, o := range objs {
+		if err := cs.Delete(bg, o.Key, core.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, _, err := head(); !errors.Is(err, ErrCorruptRegistry) {
+		t.Fatalf("a head whose segments are gone read from memory: %v, want ErrCorruptRegistry", err)
+	}
+}

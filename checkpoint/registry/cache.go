@@ -10,24 +10,33 @@ import (
 	"github.com/retain-dev/retain/sdk/core"
 )
 
-// RefCache remembers the Ref of each registry version read, by the
-// version token its read returned. A long-lived caller (the daemon) keeps
-// one per store across its passes, so that the registry pins of live
-// checkpoints that did not change cost one listing of their versions per
-// reader instead of one get each: with hourly checkpoints kept a month,
-// ~720 gets for every reconcile and every metrics refresh. Only the Ref
-// (number, size, digest) is kept, never the bytes: a format-1 version is a
-// whole snapshot, and one per live checkpoint would make the memory
-// quadratic.
+// Cache is what a long-lived process (the daemon) remembers of one
+// store's registry across its commands, so that what did not change costs
+// a listing instead of a get of each object:
+//
+//   - the Ref of each registry version read, by the version token its
+//     read returned: the registry pins of live checkpoints (ReadRefs);
+//     with hourly checkpoints kept a month, ~720 gets for every reconcile
+//     and every metrics refresh. Only the Ref (number, size, digest) is
+//     kept, never the bytes: a format-1 version is a whole snapshot, and
+//     one per live checkpoint would make the memory quadratic.
+//   - the segments of the segmented versions read (named by the digest of
+//     their bytes, never rewritten), so a head read costs its version
+//     object, one listing of the segments, and the segments that are new,
+//     not every live checkpoint's rows object again.
 //
 // The trust is lance.RefCache's: every adapter's listing reports the
 // object's own version token and every write makes a new one (conformance:
 // ListAgreesWithStat, "a new version at every write"), so the same token,
 // size and modification time are the same bytes. A version deleted or
-// rewritten since is read again, and judged as it is now.
-type RefCache struct {
-	mu sync.Mutex
-	m  map[string]cachedVersion
+// rewritten since is read again and judged as it is now, and a segment
+// that is no longer listed at its size is read again: a missing one
+// refuses the version as it does without the cache, so the daemon never
+// commits on a segment that is gone.
+type Cache struct {
+	mu   sync.Mutex
+	m    map[string]cachedVersion
+	segs segmentCache
 }
 
 type cachedVersion struct {
@@ -35,14 +44,17 @@ type cachedVersion struct {
 	info core.Info
 }
 
-// maxCachedVersions bounds the memory (about 5 MiB a store at the bound);
-// past it the cache starts over.
+// maxCachedVersions bounds the memory of the refs (about 5 MiB a store at
+// the bound); past it they start over. The segments have
+// segmentCacheBytes.
 const maxCachedVersions = 1 << 15
 
-// NewRefCache returns an empty cache.
-func NewRefCache() *RefCache { return &RefCache{m: map[string]cachedVersion{}} }
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{m: map[string]cachedVersion{}, segs: segmentCache{startOver: true}}
+}
 
-func (c *RefCache) lookup(store string, l core.Info) (Ref, bool) {
+func (c *Cache) lookup(store string, l core.Info) (Ref, bool) {
 	if c == nil || l.Version == "" {
 		return Ref{}, false
 	}
@@ -56,7 +68,7 @@ func (c *RefCache) lookup(store string, l core.Info) (Ref, bool) {
 	return e.ref, true
 }
 
-func (c *RefCache) remember(store string, ref Ref, info core.Info) {
+func (c *Cache) remember(store string, ref Ref, info core.Info) {
 	if c == nil || info.Version == "" {
 		return
 	}
@@ -68,16 +80,17 @@ func (c *RefCache) remember(store string, ref Ref, info core.Info) {
 	c.m[store+"\x00"+info.Key] = cachedVersion{ref: ref, info: info}
 }
 
-type refCacheKey struct{}
+type cacheKey struct{}
 
-// WithRefCache returns ctx carrying c for every ReadRefs under it. A
+// WithCache returns ctx carrying c for every registry read under it. A
 // context, as lance.WithRefCache: the cache is a cost, never a decision.
-func WithRefCache(ctx context.Context, c *RefCache) context.Context {
-	return context.WithValue(ctx, refCacheKey{}, c)
+// One cache serves one store.
+func WithCache(ctx context.Context, c *Cache) context.Context {
+	return context.WithValue(ctx, cacheKey{}, c)
 }
 
-func refCacheFrom(ctx context.Context) *RefCache {
-	c, _ := ctx.Value(refCacheKey{}).(*RefCache)
+func cacheFrom(ctx context.Context) *Cache {
+	c, _ := ctx.Value(cacheKey{}).(*Cache)
 	return c
 }
 
@@ -86,14 +99,14 @@ func refCacheFrom(ctx context.Context) *RefCache {
 // instead of core.ErrNotFound. Any other failure of any version fails the
 // call.
 //
-// With a RefCache in ctx, on a store with ordered listing, the versions
+// With a Cache in ctx, on a store with ordered listing, the versions
 // from the newest to the oldest of vs are listed first (newest first, so
 // the listing starts at the newest wanted and stops past the oldest, and
 // never takes more pages than there are versions to read), and a version
 // listed at the token it was read at is answered from the cache. What is
 // not listed, or listed at another token, is read as ReadRef reads it.
 func (r *Registry) ReadRefs(ctx context.Context, vs []Version) ([]Ref, error) {
-	cache, store := refCacheFrom(ctx), r.store.Location().String()
+	cache, store := cacheFrom(ctx), r.store.Location().String()
 	listed := map[Version]core.Info{}
 	if cache != nil && len(vs) > 0 && r.store.Capabilities().OrderedList {
 		var err error
@@ -149,4 +162,24 @@ func (r *Registry) listVersions(ctx context.Context, vs []Version) (map[Version]
 		opts.StartAfter = page.Last()
 	}
 	return out, nil
+}
+
+// listedSegments lists every stored segment with its listing info: the
+// proof a remembered segment is still there.
+func (r *Registry) listedSegments(ctx context.Context) (map[string]core.Info, error) {
+	out := map[string]core.Info{}
+	opts := core.ListOptions{Prefix: SegmentsPrefix}
+	for {
+		page, err := r.store.ListPage(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range page.Objects {
+			out[o.Key] = o
+		}
+		if !page.More || len(page.Objects) == 0 {
+			return out, nil
+		}
+		opts.StartAfter = page.Last()
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/retain-dev/retain/internal/fanout"
@@ -28,15 +29,21 @@ import (
 // The trust is lance.RefCache's: every adapter's listing reports the
 // object's own version token and every write makes a new one (conformance:
 // ListAgreesWithStat, "a new version at every write"), so the same token,
-// size and modification time are the same bytes. A version deleted or
-// rewritten since is read again and judged as it is now, and a segment
-// that is no longer listed at its size is read again: a missing one
-// refuses the version as it does without the cache, so the daemon never
-// commits on a segment that is gone.
+// size and modification time are the same bytes. A version or segment
+// deleted or rewritten since is read again and judged as it is now: a
+// segment missing or damaged refuses the head as it does without the
+// cache, so nothing (a commit, a registry cleanup) builds on it. A listing
+// that fails costs the cache, never the read.
 type Cache struct {
-	mu   sync.Mutex
-	m    map[string]cachedVersion
-	segs segmentCache
+	mu       sync.Mutex
+	m        map[string]cachedVersion
+	segs     map[string]cachedSegment
+	segBytes int
+}
+
+type cachedSegment struct {
+	body []byte
+	info core.Info
 }
 
 type cachedVersion struct {
@@ -45,24 +52,72 @@ type cachedVersion struct {
 }
 
 // maxCachedVersions bounds the memory of the refs (about 5 MiB a store at
-// the bound); past it they start over. The segments have
-// segmentCacheBytes.
-const maxCachedVersions = 1 << 15
+// the bound), maxCachedSegmentBytes that of the segments (a head of ~1,500
+// live checkpoints over 30 tables); past either they start over, and what
+// a head needs is read again. A fleet daemon keeps one Cache a store.
+const (
+	maxCachedVersions     = 1 << 15
+	maxCachedSegmentBytes = 16 << 20
+)
 
 // NewCache returns an empty cache.
-func NewCache() *Cache {
-	return &Cache{m: map[string]cachedVersion{}, segs: segmentCache{startOver: true}}
+func NewCache() *Cache { return &Cache{m: map[string]cachedVersion{}} }
+
+// sameObject: listing l shows the object read as info, by the rule
+// lookup applies (token and size; modification time where both have one).
+func sameObject(l, info core.Info) bool {
+	return l.Version != "" && l.Version == info.Version && l.Size == info.Size &&
+		(l.ModTime.IsZero() || info.ModTime.IsZero() || l.ModTime.Equal(info.ModTime))
+}
+
+func (c *Cache) segment(store, key string) (cachedSegment, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.segs[store+"\x00"+key]
+	return e, ok
+}
+
+func (c *Cache) rememberSegment(store string, body []byte, info core.Info) {
+	if c == nil || info.Version == "" || int64(len(body)) != info.Size || len(body) > maxCachedSegmentBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.segs == nil || c.segBytes+len(body) > maxCachedSegmentBytes {
+		c.segs, c.segBytes = map[string]cachedSegment{}, 0
+	}
+	k := store + "\x00" + info.Key
+	if old, ok := c.segs[k]; ok {
+		c.segBytes -= len(old.body)
+	}
+	c.segs[k] = cachedSegment{body: body, info: info}
+	c.segBytes += len(body)
+}
+
+// forgetUnlisted drops the remembered segments of store that listed no
+// longer has (collected since): the memory follows the store's segments,
+// not its history.
+func (c *Cache) forgetUnlisted(store string, listed map[string]core.Info) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.segs {
+		if s, key, _ := strings.Cut(k, "\x00"); s == store {
+			if _, ok := listed[key]; !ok {
+				delete(c.segs, k)
+				c.segBytes -= len(e.body)
+			}
+		}
+	}
 }
 
 func (c *Cache) lookup(store string, l core.Info) (Ref, bool) {
-	if c == nil || l.Version == "" {
+	if c == nil {
 		return Ref{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[store+"\x00"+l.Key]
-	if !ok || e.info.Version != l.Version || e.ref.Size != l.Size ||
-		(!l.ModTime.IsZero() && !e.info.ModTime.IsZero() && !l.ModTime.Equal(e.info.ModTime)) {
+	if !ok || e.ref.Size != l.Size || !sameObject(l, e.info) {
 		return Ref{}, false
 	}
 	return e.ref, true
@@ -109,10 +164,9 @@ func (r *Registry) ReadRefs(ctx context.Context, vs []Version) ([]Ref, error) {
 	cache, store := cacheFrom(ctx), r.store.Location().String()
 	listed := map[Version]core.Info{}
 	if cache != nil && len(vs) > 0 && r.store.Capabilities().OrderedList {
-		var err error
-		if listed, err = r.listVersions(ctx, vs); err != nil {
-			return nil, err
-		}
+		// A listing that fails costs the cache, not the read: every
+		// version is then read, as without one.
+		listed = r.listVersions(ctx, vs)
 	}
 	return fanout.Map(ctx, r.store.Parallelism(), len(vs), func(ctx context.Context, i int) (Ref, error) {
 		if l, ok := listed[vs[i]]; ok {
@@ -137,14 +191,14 @@ var refsListPage = 0
 
 // listVersions lists the stored versions between the newest and the
 // oldest of vs, with their listing infos.
-func (r *Registry) listVersions(ctx context.Context, vs []Version) (map[Version]core.Info, error) {
+func (r *Registry) listVersions(ctx context.Context, vs []Version) map[Version]core.Info {
 	lo, hi := slices.Min(vs), slices.Max(vs)
 	out := map[Version]core.Info{}
 	opts := core.ListOptions{Prefix: VersionsPrefix, StartAfter: VersionKey(hi + 1), PageSize: refsListPage}
 	for pages := 0; pages < len(vs); pages++ {
 		page, err := r.store.ListPage(ctx, opts)
 		if err != nil {
-			return nil, err
+			return nil
 		}
 		for _, o := range page.Objects {
 			v, ok := ParseVersionKey(o.Key)
@@ -152,7 +206,7 @@ func (r *Registry) listVersions(ctx context.Context, vs []Version) (map[Version]
 				continue
 			}
 			if v < lo {
-				return out, nil
+				return out
 			}
 			out[v] = o
 		}
@@ -161,24 +215,27 @@ func (r *Registry) listVersions(ctx context.Context, vs []Version) (map[Version]
 		}
 		opts.StartAfter = page.Last()
 	}
-	return out, nil
+	return out
 }
 
 // listedSegments lists every stored segment with its listing info: the
-// proof a remembered segment is still there.
-func (r *Registry) listedSegments(ctx context.Context) (map[string]core.Info, error) {
+// proof a remembered segment is still there. A listing that fails is nil
+// (every segment is then read); one that succeeds also drops what the
+// store no longer has from sh's cache.
+func (r *Registry) listedSegments(ctx context.Context, sh sharedSegments) map[string]core.Info {
 	out := map[string]core.Info{}
 	opts := core.ListOptions{Prefix: SegmentsPrefix}
 	for {
 		page, err := r.store.ListPage(ctx, opts)
 		if err != nil {
-			return nil, err
+			return nil
 		}
 		for _, o := range page.Objects {
 			out[o.Key] = o
 		}
 		if !page.More || len(page.Objects) == 0 {
-			return out, nil
+			sh.c.forgetUnlisted(sh.store, out)
+			return out
 		}
 		opts.StartAfter = page.Last()
 	}

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -212,11 +213,35 @@ func TestCacheReadsOnlyNewSegments(t *testing.T) {
 	if _, gets, _, err = head(); err != nil || gets == 0 || gets > 3 {
 		t.Fatalf("after one commit: %d segment gets, %v; want what it added (at most a bucket and a rows object, and their predecessor's)", gets, err)
 	}
-	// A segment the head references, deleted: refused, not remembered.
+	// Every segment rewritten in place with other bytes of its size:
+	// refused, not answered from memory.
 	objs, err := cs.List(bg, SegmentsPrefix, 0)
 	if err != nil || len(objs) == 0 {
 		t.Fatal(objs, err)
 	}
+	saved := map[string][]byte{}
+	for _, o := range objs {
+		b, _, err := cs.ReadAll(bg, o.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		saved[o.Key] = b
+		if _, err := cs.PutBytes(bg, o.Key, bytes.Repeat([]byte("x"), len(b)), core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, _, err := head(); !errors.Is(err, ErrCorruptRegistry) {
+		t.Fatalf("a head whose segments were rewritten read from memory: %v, want ErrCorruptRegistry", err)
+	}
+	for k, b := range saved {
+		if _, err := cs.PutBytes(bg, k, b, core.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, _, err := head(); err != nil {
+		t.Fatalf("the segments restored: %v", err)
+	}
+	// A segment the head references, deleted: refused, not remembered.
 	for _, o := range objs {
 		if err := cs.Delete(bg, o.Key, core.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -224,5 +249,51 @@ func TestCacheReadsOnlyNewSegments(t *testing.T) {
 	}
 	if _, _, _, err := head(); !errors.Is(err, ErrCorruptRegistry) {
 		t.Fatalf("a head whose segments are gone read from memory: %v, want ErrCorruptRegistry", err)
+	}
+}
+
+// TestCacheListingFailureReadsInstead: a listing that fails (a transient
+// error, a credential that may get but not list) costs the cache, not the
+// read: the versions and segments are read as without one.
+func TestCacheListingFailureReadsInstead(t *testing.T) {
+	t.Setenv(SpillEnv, "0")
+	var failLists atomic.Bool
+	h := testkit.NewHook(memstore.New()).Before(func(c testkit.Call) error {
+		if failLists.Load() && c.Op == testkit.OpList && (strings.HasPrefix(c.Key, SegmentsPrefix) || c.List.StartAfter != "") {
+			return core.Errorf("list", c.Key, core.ErrUnavailable, "injected")
+		}
+		return nil
+	})
+	s, err := core.NewStore(bg, "memory", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		reg := Open(s, Options{})
+		v, snap, err := reg.Head(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := snap.Next()
+		reserveT(t, d, fmt.Sprintf("cp-%d", i))
+		if _, err := reg.Commit(bg, v, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := WithCache(bg, NewCache())
+	want, err := Open(s, Options{}).ReadRefs(ctx, []Version{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(s, Options{}).Head(ctx); err != nil {
+		t.Fatal(err)
+	}
+	failLists.Store(true)
+	got, err := Open(s, Options{}).ReadRefs(ctx, []Version{1, 2, 3})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("refs with the listing failing: %v, %v; want %v", got, err, want)
+	}
+	if _, _, err := Open(s, Options{}).Head(ctx); err != nil {
+		t.Fatalf("a head with the segments listing failing: %v", err)
 	}
 }

@@ -351,9 +351,9 @@ func (r *Registry) decodeSegmented(ctx context.Context, key string, body []byte,
 	}
 	// Under a Cache, the segments this Registry has not read are taken
 	// from it when still listed: one listing, once a version needs it.
-	shared := sharedSegments{c: cacheFrom(ctx)}
+	shared := sharedSegments{c: cacheFrom(ctx), store: r.store.Location().String()}
 	if shared.c != nil {
-		shared.listed = sync.OnceValues(func() (map[string]core.Info, error) { return r.listedSegments(ctx) })
+		shared.listed = sync.OnceValue(func() map[string]core.Info { return r.listedSegments(ctx, shared) })
 	}
 	buckets, err := fanout.Map(ctx, r.store.Parallelism(), len(v.Buckets), func(ctx context.Context, i int) (indexBucket, error) {
 		ref := v.Buckets[i]
@@ -473,9 +473,6 @@ type segmentCache struct {
 	mu     sync.Mutex
 	bodies map[string][]byte
 	bytes  int
-	// startOver: at the budget, forget everything and keep caching (a
-	// long-lived Cache, where old segments go stale), rather than stop.
-	startOver bool
 }
 
 // segmentCacheBytes bounds one Registry's cache.
@@ -491,14 +488,8 @@ func (c *segmentCache) get(key string) ([]byte, bool) {
 func (c *segmentCache) put(key string, body []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.bodies[key]; ok || len(body) > segmentCacheBytes {
+	if _, ok := c.bodies[key]; ok || c.bytes+len(body) > segmentCacheBytes {
 		return
-	}
-	if c.bytes+len(body) > segmentCacheBytes {
-		if !c.startOver {
-			return
-		}
-		c.bodies, c.bytes = nil, 0
 	}
 	if c.bodies == nil {
 		c.bodies = map[string][]byte{}
@@ -508,28 +499,28 @@ func (c *segmentCache) put(key string, body []byte) {
 }
 
 // sharedSegments is a long-lived Cache's segments, each taken only while
-// the store still lists it at its size (listed: one listing a version).
+// the store still lists it at the version token, size and modification
+// time it was read at (listed: one listing a version, nil when that
+// listing failed: then every segment is read).
 type sharedSegments struct {
 	c      *Cache
-	listed func() (map[string]core.Info, error)
+	store  string
+	listed func() map[string]core.Info
 }
 
-func (sh sharedSegments) get(key string, size int64) ([]byte, bool, error) {
+func (sh sharedSegments) get(key string, size int64) ([]byte, bool) {
 	if sh.c == nil {
-		return nil, false, nil
+		return nil, false
 	}
-	body, ok := sh.c.segs.get(key)
-	if !ok || int64(len(body)) != size {
-		return nil, false, nil
+	e, ok := sh.c.segment(sh.store, key)
+	if !ok || int64(len(e.body)) != size {
+		return nil, false
 	}
-	listed, err := sh.listed()
-	if err != nil {
-		return nil, false, err
+	l, ok := sh.listed()[key]
+	if !ok || !sameObject(l, e.info) {
+		return nil, false
 	}
-	if l, ok := listed[key]; !ok || l.Size != size {
-		return nil, false, nil
-	}
-	return body, true, nil
+	return e.body, true
 }
 
 // readSegment reads one segment (from the cache when this Registry has
@@ -539,11 +530,7 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 	key := SegmentKey(ref.SHA256)
 	body, ok := r.segs.get(key)
 	if !ok || int64(len(body)) != ref.Size {
-		var err error
-		if body, ok, err = shared.get(key, ref.Size); err != nil {
-			return err
-		}
-		if ok {
+		if body, ok = shared.get(key, ref.Size); ok {
 			r.segs.put(key, body)
 		}
 	}
@@ -553,7 +540,7 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 		}
 		return nil
 	}
-	body, err := r.readObject(ctx, key)
+	body, info, err := r.readObjectInfo(ctx, key)
 	if errors.Is(err, core.ErrNotFound) {
 		return badSegment(key, nil, version, "referenced, and missing")
 	}
@@ -567,9 +554,7 @@ func (r *Registry) readSegment(ctx context.Context, version Version, ref segRef,
 		return badSegment(key, err, version, "does not parse")
 	}
 	r.segs.put(key, body)
-	if shared.c != nil {
-		shared.c.segs.put(key, body)
-	}
+	shared.c.rememberSegment(shared.store, body, info)
 	return nil
 }
 

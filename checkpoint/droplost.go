@@ -11,6 +11,7 @@ import (
 	"github.com/retain-dev/retain/authz"
 	"github.com/retain-dev/retain/checkpoint/registry"
 	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/internal/fanout"
 	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 )
@@ -73,6 +74,12 @@ func lostEvidence(ctx context.Context, s *core.Store, r registry.Row) (lost, err
 		}
 	}
 	got, err := ds.VerifyPhysRef(ctx, ref)
+	return judgeCommit(ds, r, ref, got, err)
+}
+
+// judgeCommit is lostEvidence's judgement of what VerifyPhysRef returned
+// for r's pinned commit ref in ds.
+func judgeCommit(ds *lance.Dataset, r registry.Row, ref, got lance.PhysRef, err error) (lost, error) {
 	switch {
 	case err == nil:
 		return lost{}, nil
@@ -250,6 +257,71 @@ func (c *commitChecks) lost(ctx context.Context, s *core.Store, r registry.Row) 
 	c.mu.Unlock()
 	e.once.Do(func() { e.l, e.err = lostEvidence(ctx, s, r) })
 	return e.l, e.err
+}
+
+// prefetch judges the pinned commits of rows not judged yet, grouped by
+// table and branch, each group with one VerifyPhysRefs: under a daemon's
+// lance.RefCache the commits that verified before and whose manifests are
+// listed unchanged cost one listing of the group's _versions/, not a read
+// each. Without a cache it does nothing: lost reads each commit as it is
+// asked for. Failures to open a table are left to lost, which reports them.
+func (c *commitChecks) prefetch(ctx context.Context, s *core.Store, rows []registry.Row) {
+	if !lance.HasRefCache(ctx) {
+		return
+	}
+	type group struct {
+		path, branch string
+		rows         []registry.Row
+		refs         []lance.PhysRef
+		entries      []*commitCheck
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	c.mu.Lock()
+	for _, r := range rows {
+		k := r.Path + "\x00" + r.Branch + "\x00" + r.PhysicalRef
+		if _, ok := c.m[k]; ok {
+			continue
+		}
+		ref, err := lance.ParsePhysRef(r.PhysicalRef)
+		if err != nil {
+			continue
+		}
+		e := &commitCheck{}
+		c.m[k] = e
+		g := byKey[r.Path+"\x00"+r.Branch]
+		if g == nil {
+			g = &group{path: r.Path, branch: r.Branch}
+			byKey[r.Path+"\x00"+r.Branch] = g
+			groups = append(groups, g)
+		}
+		g.rows, g.refs, g.entries = append(g.rows, r), append(g.refs, ref), append(g.entries, e)
+	}
+	c.mu.Unlock()
+	_ = fanout.Each(ctx, s.Parallelism(), len(groups), func(ctx context.Context, i int) error {
+		g := groups[i]
+		ds, err := lance.Open(s, g.path)
+		if err == nil && g.branch != registry.MainBranch {
+			ds, err = ds.Branch(g.branch)
+		}
+		var gots []lance.PhysRef
+		var errs []error
+		if err == nil {
+			gots, errs = ds.VerifyPhysRefs(ctx, g.refs)
+		}
+		for j, e := range g.entries {
+			e.once.Do(func() {
+				if err != nil {
+					e.l, e.err = lost{}, err
+					return
+				}
+				e.l, e.err = judgeCommit(ds, g.rows[j], g.refs[j], gots[j], errs[j])
+			})
+		}
+		return nil
+	})
+	// A group fanout never reached (the context ended) is judged by lost
+	// when asked: its entries' once runs lostEvidence then.
 }
 
 // wayOut is what to do about a lost pin, with the command.

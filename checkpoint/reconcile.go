@@ -574,6 +574,13 @@ func (p *reconcilePass) repairPins(ctx context.Context) error {
 		}
 		return nil
 	})
+	var present []registry.Row
+	for _, r := range p.rows {
+		if p.present[r.row.Path] {
+			present = append(present, r.row)
+		}
+	}
+	commits.prefetch(ctx, p.s, present)
 	rowOut := make([]repairOutcome, len(p.rows))
 	rowErr := fanout.Each(ctx, p.s.Parallelism(), len(p.rows), func(ctx context.Context, i int) error {
 		r := p.rows[i]

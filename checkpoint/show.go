@@ -145,6 +145,11 @@ func List(ctx context.Context, s *core.Store) (registry.Version, []Info, error) 
 	if err != nil {
 		return 0, nil, err
 	}
+	var rows []registry.Row
+	for _, cp := range live {
+		rows = append(rows, cp.Rows...)
+	}
+	commits.prefetch(ctx, s, rows)
 	out, err := fanout.Map(ctx, s.Parallelism(), len(live), func(ctx context.Context, i int) (Info, error) {
 		return info(ctx, s, live[i], rps[i], commits, tags)
 	})

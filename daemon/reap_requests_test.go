@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"fmt"
+	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,6 +12,7 @@ import (
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/checkpoint"
 	"github.com/retain-dev/retain/checkpoint/registry"
+	"github.com/retain-dev/retain/lance"
 	"github.com/retain-dev/retain/sdk/core"
 	"github.com/retain-dev/retain/sdk/testkit"
 )
@@ -122,46 +125,90 @@ func TestPassesReadUnchangedPinsOnce(t *testing.T) {
 }
 
 // TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints: a pass over
-// checkpoints that did not change makes as many requests with 6 of them
-// as with 2. Each reader of the registry pins (the pass's reconcile, the
-// cleanup run's under its claim, the metrics) lists the versions that
-// published them once, instead of one get of each, and each head read
-// takes the segments it read before while they are still listed
-// (registry.Cache).
+// checkpoints that did not change makes as many requests with 6 of them,
+// pinning each table's 3 versions, as with 2 pinning its latest. Each
+// reader of the pins (the pass's reconcile, the cleanup run's under its
+// claim, the metrics) lists the registry versions that published them
+// once instead of one get of each, takes the registry segments it read
+// before while they are still listed (registry.Cache), and lists each
+// table's _versions/ once instead of reading each pinned manifest again
+// (lance.RefCache).
 func TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints(t *testing.T) {
 	// A segmented registry: each live checkpoint's rows are an object of
 	// their own, which every head read needs.
 	t.Setenv(registry.SpillEnv, "0")
-	requests := func(checkpoints int) int {
-		dir, _, loc := store(t, "v2-appends", "branch-tag")
+	requests := func(checkpoints int) (int, map[string]int) {
+		dir, _, loc := store(t, "v2-appends")
 		var mu sync.Mutex
-		n := 0
-		s := watchedStore(t, dir, func(testkit.Call) {
+		n, by := 0, map[string]int{}
+		s := watchedStore(t, dir, func(c testkit.Call) {
 			mu.Lock()
 			n++
+			by[string(c.Op)+" "+path.Dir(c.Key)]++
 			mu.Unlock()
 		})
+		// The table grows from v1 to its v3 as the checkpoints are
+		// taken: the later manifests are put aside until their turn.
+		versions := filepath.Join(dir, "v2-appends.lance", "_versions")
+		aside := t.TempDir()
+		move := func(from, to string, v uint64) {
+			if err := os.Rename(filepath.Join(from, lance.ManifestName(v, lance.NamingV2)), filepath.Join(to, lance.ManifestName(v, lance.NamingV2))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if checkpoints > 2 {
+			move(versions, aside, 3)
+			move(versions, aside, 2)
+		}
 		for i := range checkpoints {
+			if checkpoints > 2 && (i == 2 || i == 4) {
+				move(aside, versions, uint64(2+i/4))
+			}
 			if _, err := checkpoint.Create(bg, s.At(loc), fmt.Sprintf("cp-%d", i), ""); err != nil {
 				t.Fatal(err)
 			}
 		}
-		dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 1\n  every: 1ms\n  writers_stopped: true\n")}
+		// keep-last 3: both stores keep the same versions, so the plans
+		// read the same manifests and only the checkpoints differ.
+		dm := &Daemon{Store: s.At(loc), Config: cfg(t, "retention:\n  keep_last: 3\n  every: 1ms\n  writers_stopped: true\n")}
 		for pass := range 2 {
 			mu.Lock()
-			n = 0
+			n, by = 0, map[string]int{}
 			mu.Unlock()
 			if r := dm.Pass(bg); !r.RetentionCompleted {
 				t.Fatalf("pass %d: %+v", pass, r)
 			}
 		}
 		mu.Lock()
-		defer mu.Unlock()
-		return n
+		got, gotBy := n, by
+		by = map[string]int{}
+		mu.Unlock()
+		if _, infos, err := checkpoint.List(bg, s.At(loc)); err != nil || len(infos) != checkpoints {
+			t.Fatalf("%d checkpoints live, %v", len(infos), err)
+		} else if checkpoints > 2 {
+			pinned := map[uint64]bool{}
+			for _, in := range infos {
+				for _, p := range in.Pins {
+					if p.Kind == "table" {
+						pinned[p.Version] = p.Status == checkpoint.PinOK
+					}
+				}
+			}
+			if len(pinned) != 3 || !pinned[1] || !pinned[2] || !pinned[3] {
+				t.Fatalf("the checkpoints pin %v, want versions 1, 2 and 3, intact", pinned)
+			}
+		}
+		return got, gotBy
 	}
-	few, many := requests(2), requests(6)
+	few, fewBy := requests(2)
+	many, manyBy := requests(6)
 	if few != many {
 		t.Errorf("a quiet pass made %d requests over 2 checkpoints and %d over 6: each live checkpoint costs every pass %.1f", few, many, float64(many-few)/4)
+		for k, v := range manyBy {
+			if fewBy[k] != v {
+				t.Logf("%s: %d, then %d", k, fewBy[k], v)
+			}
+		}
 	}
 }
 

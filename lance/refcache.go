@@ -14,11 +14,16 @@ import (
 // write makes a new one (conformance: ListAgreesWithStat, "a new version
 // at every write"), so the same token is the same bytes. What changes is
 // read; what did not costs nothing, however many pins the live checkpoints
-// have. A long-lived process (the daemon) keeps one per store across its
-// passes; a one-shot command needs none.
+// have. It also remembers the pinned commits that verified
+// (VerifyPhysRefs), by their manifests' tokens. A long-lived process (the
+// daemon) keeps one per store across its passes; a one-shot command needs
+// none.
 type RefCache struct {
 	mu sync.Mutex
 	m  map[string]cachedRef
+	// commits: the refs verified (VerifyPhysRefs), by manifest key; each
+	// carries its object's token and size.
+	commits map[string]PhysRef
 }
 
 type cachedRef struct {

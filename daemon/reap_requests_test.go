@@ -202,6 +202,7 @@ func TestQuietPassCostsTheSameAtAnyNumberOfCheckpoints(t *testing.T) {
 	}
 	few, fewBy := requests(2)
 	many, manyBy := requests(6)
+	t.Logf("a quiet pass: %d requests over 2 checkpoints, %d over 6", few, many)
 	if few != many {
 		t.Errorf("a quiet pass made %d requests over 2 checkpoints and %d over 6: each live checkpoint costs every pass %.1f", few, many, float64(many-few)/4)
 		for k, v := range manyBy {

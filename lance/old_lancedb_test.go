@@ -65,12 +65,7 @@ func TestRegenerateLanceDB022Fixtures(t *testing.T) {
 	tools := emulator.Ensure(t, name,
 		func(tools string) bool { _, err := os.Stat(filepath.Join(tools, pkg)); return err == nil },
 		func(tools string) error {
-			d := filepath.Join(tools, name)
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-			return emulator.Run(d, nil, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "-E",
-				"@lancedb/lancedb@"+OldLanceDBVersion, "apache-arrow@18.1.0")
+			return emulator.NPMInstall(filepath.Join(tools, name), "@lancedb/lancedb@"+OldLanceDBVersion, "apache-arrow@18.1.0")
 		})
 	build := filepath.Join(os.TempDir(), "retain-lancedb-0.22-fixtures")
 	if err := os.RemoveAll(build); err != nil {

@@ -93,12 +93,36 @@ func Ensure(t testing.TB, name string, ok func(tools string) bool, install func(
 		if err := install(tools); err != nil {
 			t.Fatalf("installing %s: %v", name, err)
 		}
+		// An installer can return success having put the tool elsewhere
+		// (npm under a parent project): a marker written then would make
+		// every later run reinstall and fail the same way.
+		if !ok(tools) {
+			t.Fatalf("installing %s into %s returned success but the tool is not there", name, tools)
+		}
 		t.Logf("installed %s in %s", name, time.Since(start).Round(time.Second))
 	}
 	if err := os.WriteFile(done, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return tools
+}
+
+// NPMInstall installs npm packages (exact versions) into dir as a project
+// of its own. Without a package.json in dir npm walks up to the nearest
+// parent holding one and installs there, into someone else's project;
+// --prefix pins it to dir whatever the working directory.
+func NPMInstall(dir string, pkgs ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	manifest := filepath.Join(dir, "package.json")
+	if !exists(manifest) {
+		if err := os.WriteFile(manifest, []byte(`{"name":"retain-test-tool","private":true}`+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	args := append([]string{"install", "--prefix", dir, "--no-audit", "--no-fund", "--loglevel=error", "--save-exact"}, pkgs...)
+	return Run(dir, nil, "npm", args...)
 }
 
 // Run runs a command in dir with extra environment, returning its output's
@@ -254,13 +278,7 @@ func Azurite(t testing.TB) *Azure {
 	}
 	tools := Ensure(t, dir,
 		func(tools string) bool { return exists(entry(tools)) },
-		func(tools string) error {
-			d := filepath.Join(tools, dir)
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-			return Run(d, nil, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "azurite@"+AzuriteVersion)
-		})
+		func(tools string) error { return NPMInstall(filepath.Join(tools, dir), "azurite@"+AzuriteVersion) })
 	port := FreePort(t)
 	cmd := exec.Command("node", entry(tools), "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
 		"--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck", "--silent")

@@ -35,12 +35,7 @@ func Dir(t testing.TB) string {
 			return err == nil
 		},
 		func(tools string) error {
-			d := filepath.Join(tools, name)
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return err
-			}
-			return emulator.Run(d, nil, "npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "-E",
-				"@lancedb/lancedb@"+LanceDBVersion, "apache-arrow@"+ArrowVersion)
+			return emulator.NPMInstall(filepath.Join(tools, name), "@lancedb/lancedb@"+LanceDBVersion, "apache-arrow@"+ArrowVersion)
 		})
 	return filepath.Join(tools, name)
 }

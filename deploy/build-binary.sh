@@ -29,11 +29,13 @@ fi
 # CGO_ENABLED=0: a static binary for distroless/scratch and any libc.
 # GOFLAGS is reset because a caller's (this machine's has -buildvcs=false)
 # would change the build; -buildvcs below restores the version stamp.
-# GOWORK=off: the release is what go.mod alone pins (its replace of ./sdk
-# included), not the developer's workspace.
+# go.work stays on: the modules this tree holds (core/storage, pluginproto,
+# conformance) build from this tree, at the version every go.mod requires
+# them at; a build from the published modules is the install check
+# (.ci/install-check), and a release tags them first (docs/releasing.md).
 # -trimpath: no build machine paths in the binary or its stack traces.
 # -s -w: no symbol table or DWARF, a third of the size; panics still carry
 # function names and lines. -buildid= with -trimpath makes two builds of one
 # commit byte-identical.
-env CGO_ENABLED=0 GOOS="$goos" GOARCH="$goarch" GOFLAGS=-mod=readonly GOWORK=off \
+env CGO_ENABLED=0 GOOS="$goos" GOARCH="$goarch" GOFLAGS=-mod=readonly \
   go build -trimpath -buildvcs="$vcs" -ldflags='-s -w -buildid=' -o "$out" ./cmd/retain

@@ -51,8 +51,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 const (
@@ -99,10 +99,10 @@ const (
 )
 
 // Adapter opens Azure Blob stores for az://container/prefix locations.
-var Adapter = core.Adapter{
+var Adapter = storage.Adapter{
 	Name:    Name,
 	Schemes: []string{Scheme},
-	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+	Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 		d, err := Open(ctx, loc)
 		if err != nil {
 			return nil, err
@@ -112,15 +112,15 @@ var Adapter = core.Adapter{
 }
 
 // Driver is an Azure Blob store: one container and a key prefix in it. It
-// implements core.Driver and is safe for concurrent use.
+// implements storage.Driver and is safe for concurrent use.
 type Driver struct {
 	cc     *container.Client
 	bucket string // the container's name
 	prefix string // "" or the store prefix with a trailing '/'
-	caps   core.Capabilities
+	caps   storage.Capabilities
 	// condDelete says delete-if-version is declared (and so provided).
 	condDelete bool
-	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	// readOnly: opened read-only (storage.Location.ReadOnly): no probe ran and
 	// every write is refused.
 	readOnly bool
 	closed   atomic.Bool
@@ -128,7 +128,7 @@ type Driver struct {
 	markers markerCache
 }
 
-var _ core.Driver = (*Driver)(nil)
+var _ storage.Driver = (*Driver)(nil)
 
 // openOptions are test hooks.
 type openOptions struct {
@@ -142,11 +142,11 @@ type openOptions struct {
 // account name and shared key, else DefaultAzureCredential. With
 // conditional-delete=auto (the default) it probes under the store's prefix
 // whether the endpoint honours If-Match on delete.
-func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+func Open(ctx context.Context, loc storage.Location) (*Driver, error) {
 	return openWith(ctx, loc, openOptions{})
 }
 
-func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, error) {
+func openWith(ctx context.Context, loc storage.Location, o openOptions) (*Driver, error) {
 	const op = "open"
 	where := Scheme + "://" + loc.Bucket
 	if loc.Prefix != "" {
@@ -156,18 +156,18 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 		return nil, ctxError(op, where, err)
 	}
 	if loc.Scheme != Scheme {
-		return nil, core.Errorf(op, where, core.ErrInvalidArgument, "the azure adapter serves %s:// locations, not %q", Scheme, loc.Scheme)
+		return nil, storage.Errorf(op, where, storage.ErrInvalidArgument, "the azure adapter serves %s:// locations, not %q", Scheme, loc.Scheme)
 	}
 	if err := checkContainerName(loc.Bucket); err != nil {
-		return nil, core.Errorf(op, where, core.ErrInvalidArgument, "%s", err)
+		return nil, storage.Errorf(op, where, storage.ErrInvalidArgument, "%s", err)
 	}
 	prefix := strings.Trim(loc.Prefix, "/")
 	if prefix != "" {
-		if err := core.ValidatePrefix(op, prefix); err != nil {
+		if err := storage.ValidatePrefix(op, prefix); err != nil {
 			return nil, err
 		}
 		if err := checkBlobName(prefix); err != nil {
-			return nil, core.Errorf(op, where, core.ErrInvalidArgument, "invalid prefix: %s", err)
+			return nil, storage.Errorf(op, where, storage.ErrInvalidArgument, "invalid prefix: %s", err)
 		}
 		prefix += "/"
 	}
@@ -181,7 +181,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return nil, core.Errorf(op, where, core.ErrInvalidArgument,
+		return nil, storage.Errorf(op, where, storage.ErrInvalidArgument,
 			"unknown URI option %s: the azure adapter takes %s, %s and %s", strings.Join(unknown, ", "), OptAccount, OptEndpoint, OptConditionalDelete)
 	}
 	condMode := loc.Options[OptConditionalDelete]
@@ -190,7 +190,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 		condMode = "auto"
 	case "auto", "on", "off":
 	default:
-		return nil, core.Errorf(op, where, core.ErrInvalidArgument, "%s=%q: want auto, on or off", OptConditionalDelete, condMode)
+		return nil, storage.Errorf(op, where, storage.ErrInvalidArgument, "%s=%q: want auto, on or off", OptConditionalDelete, condMode)
 	}
 
 	copts := &service.ClientOptions{}
@@ -202,18 +202,18 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	copts.Retry = withTestRetry(retryOptions(), o.retry)
 	svc, credDesc, err := newServiceClient(loc.Options, copts)
 	if err != nil {
-		return nil, &core.Error{Op: op, Key: where, Kind: core.KindOf(err), Msg: err.Error()}
+		return nil, &storage.Error{Op: op, Key: where, Kind: storage.KindOf(err), Msg: err.Error()}
 	}
 	d := &Driver{cc: svc.NewContainerClient(loc.Bucket), bucket: loc.Bucket, prefix: prefix}
 	d.markers.init(markerCacheSize)
 	endpoint := redactURL(svc.URL())
 
-	caps := core.Capabilities{
-		CreateIfAbsent: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+	caps := storage.Capabilities{
+		CreateIfAbsent: storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "one Put Blob request with If-None-Match: *; the service refuses it with 409 BlobAlreadyExists when the blob exists"},
-		ReplaceIfVersion: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+		ReplaceIfVersion: storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "one Put Blob request with If-Match: <ETag>; the service refuses it with 412 ConditionNotMet when the ETag differs"},
-		Limits:         core.Limits{MaxObjectSize: MaxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
+		Limits:         storage.Limits{MaxObjectSize: MaxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		ListDelimiter:  true,
@@ -232,7 +232,7 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	}
 	if loc.ReadOnly {
 		d.readOnly = true
-		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		none := storage.Capability{Level: storage.LevelNone, Reason: "opened read-only"}
 		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
 		caps.ReadOnly = true
 		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
@@ -242,17 +242,17 @@ func openWith(ctx context.Context, loc core.Location, o openOptions) (*Driver, e
 	switch condMode {
 	case "on":
 		d.condDelete = true
-		caps.DeleteIfVersion = core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+		caps.DeleteIfVersion = storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "Delete Blob with If-Match: <ETag> (conditional-delete=on: trusted without probing)"}
 	case "off":
-		caps.DeleteIfVersion = core.Capability{Level: core.LevelNone,
+		caps.DeleteIfVersion = storage.Capability{Level: storage.LevelNone,
 			Reason: "conditional-delete=off in the store URI"}
 	case "auto":
 		c, note, err := d.probeConditionalDelete(ctx)
 		if err != nil {
 			return nil, err
 		}
-		d.condDelete = c.Level != core.LevelNone
+		d.condDelete = c.Level != storage.LevelNone
 		caps.DeleteIfVersion = c
 		caps.Notes = append(caps.Notes, note)
 	}
@@ -266,17 +266,17 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 	account, endpoint := opts[OptAccount], opts[OptEndpoint]
 	if account != "" {
 		if err := checkAccountName(account); err != nil {
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s=%q: %v", OptAccount, account, err)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s=%q: %v", OptAccount, account, err)
 		}
 	}
 	if endpoint != "" {
 		u, err := url.Parse(endpoint)
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s= must be an http(s) URL such as https://ACCOUNT.blob.core.windows.net or http://127.0.0.1:10000/devstoreaccount1", OptEndpoint)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s= must be an http(s) URL such as https://ACCOUNT.blob.core.windows.net or http://127.0.0.1:10000/devstoreaccount1", OptEndpoint)
 		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 			// A SAS token here would end up in logs and messages.
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s= must not carry credentials, a query or a fragment: give a SAS in %s instead", OptEndpoint, envConnectionString)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s= must not carry credentials, a query or a fragment: give a SAS in %s instead", OptEndpoint, envConnectionString)
 		}
 		endpoint = strings.TrimSuffix(endpoint, "/")
 	}
@@ -286,13 +286,13 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 		// whatever an endpoint echoes back.
 		redact.RegisterConnectionString(cs)
 		if account != "" || endpoint != "" {
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument,
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument,
 				"%s is set and names its own endpoint and account: drop %s= and %s= from the store URI, or unset it", envConnectionString, OptAccount, OptEndpoint)
 		}
 		svc, err := service.NewClientFromConnectionString(cs, copts)
 		if err != nil {
 			// The SDK's message could quote the string: say only where it is.
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s is malformed (want AccountName=...;AccountKey=... or BlobEndpoint=...;SharedAccessSignature=...)", envConnectionString)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s is malformed (want AccountName=...;AccountKey=... or BlobEndpoint=...;SharedAccessSignature=...)", envConnectionString)
 		}
 		return svc, "connection string from " + envConnectionString, nil
 	}
@@ -302,14 +302,14 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 		account = envAcct
 		if account != "" {
 			if err := checkAccountName(account); err != nil {
-				return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s=%q: %v", envAccount, account, err)
+				return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s=%q: %v", envAccount, account, err)
 			}
 		}
 	}
 	serviceURL := endpoint
 	if serviceURL == "" {
 		if account == "" {
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument,
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument,
 				"no storage account: give az://container/prefix?%s=NAME, set %s, or set %s", OptAccount, envAccount, envConnectionString)
 		}
 		serviceURL = "https://" + account + ".blob.core.windows.net"
@@ -320,18 +320,18 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 		redact.Register(key)
 		switch {
 		case account == "":
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s is set but no account names it: set %s or give %s=NAME", envKey, envAccount, OptAccount)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s is set but no account names it: set %s or give %s=NAME", envKey, envAccount, OptAccount)
 		case envAcct != "" && envAcct != account:
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument,
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument,
 				"%s=%s in the store URI, but %s holds the key of account %s: unset them or name the same account", OptAccount, account, envKey, envAcct)
 		}
 		cred, err := azblob.NewSharedKeyCredential(account, key)
 		if err != nil {
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "%s is not a base64 account key", envKey)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "%s is not a base64 account key", envKey)
 		}
 		svc, err := service.NewClientWithSharedKeyCredential(serviceURL, cred, copts)
 		if err != nil {
-			return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "cannot make a client for %s: %v", redactURL(serviceURL), err)
+			return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "cannot make a client for %s: %v", redactURL(serviceURL), err)
 		}
 		return svc, "shared key of account " + account + " from " + envKey, nil
 	}
@@ -339,16 +339,16 @@ func newServiceClient(opts map[string]string, copts *service.ClientOptions) (*se
 	if strings.HasPrefix(serviceURL, "http://") {
 		// azcore sends bearer tokens only over https and would fail every
 		// request with an error no type distinguishes: refuse here.
-		return nil, "", core.Errorf("", "", core.ErrInvalidArgument,
+		return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument,
 			"%s is plain http and no %s or %s is set: Microsoft Entra ID tokens are only sent over https; use a shared key or a connection string with an emulator", redactURL(serviceURL), envConnectionString, envKey)
 	}
 	cred, err := azidentity.NewDefaultAzureCredential(nil)
 	if err != nil {
-		return nil, "", core.Errorf("", "", core.ErrPermissionDenied, "no Azure credentials: set %s, or %s and %s, or configure DefaultAzureCredential (%v)", envConnectionString, envAccount, envKey, redact.Error(err))
+		return nil, "", storage.Errorf("", "", storage.ErrPermissionDenied, "no Azure credentials: set %s, or %s and %s, or configure DefaultAzureCredential (%v)", envConnectionString, envAccount, envKey, redact.Error(err))
 	}
 	svc, err := service.NewClient(serviceURL, credTagger{cred}, copts)
 	if err != nil {
-		return nil, "", core.Errorf("", "", core.ErrInvalidArgument, "cannot make a client for %s: %v", redactURL(serviceURL), err)
+		return nil, "", storage.Errorf("", "", storage.ErrInvalidArgument, "cannot make a client for %s: %v", redactURL(serviceURL), err)
 	}
 	return svc, "DefaultAzureCredential (Microsoft Entra ID)", nil
 }
@@ -408,9 +408,9 @@ func withTries(ctx context.Context) (context.Context, *tries) {
 }
 
 // Capabilities declares what this instance provides; it never changes.
-func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
+func (d *Driver) Capabilities(ctx context.Context) (storage.Capabilities, error) {
 	if err := ctx.Err(); err != nil {
-		return core.Capabilities{}, ctxError("capabilities", "", err)
+		return storage.Capabilities{}, ctxError("capabilities", "", err)
 	}
 	c := d.caps
 	c.Notes = append([]string(nil), c.Notes...)
@@ -427,16 +427,16 @@ func (d *Driver) Close() error {
 }
 
 // AcquireGate refuses: the adapter declares no gates.
-func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+func (d *Driver) AcquireGate(ctx context.Context, name string) (storage.GateLease, error) {
 	if d.readOnly {
-		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+		return storage.GateLease{}, storage.ReadOnlyError("acquire-gate", name)
 	}
-	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported, "gate %q is not declared: the azure adapter offers no gates", name)
+	return storage.GateLease{}, storage.Errorf("acquire-gate", name, storage.ErrUnsupported, "gate %q is not declared: the azure adapter offers no gates", name)
 }
 
 // ReleaseGate refuses: the adapter declares no gates.
-func (d *Driver) ReleaseGate(ctx context.Context, lease core.GateLease) error {
-	return core.Errorf("release-gate", lease.Name, core.ErrUnsupported, "gate %q is not declared: the azure adapter offers no gates", lease.Name)
+func (d *Driver) ReleaseGate(ctx context.Context, lease storage.GateLease) error {
+	return storage.Errorf("release-gate", lease.Name, storage.ErrUnsupported, "gate %q is not declared: the azure adapter offers no gates", lease.Name)
 }
 
 // enter checks ctx and that the driver is open.
@@ -445,19 +445,19 @@ func (d *Driver) enter(ctx context.Context, op, key string) error {
 		return ctxError(op, key, err)
 	}
 	if d.closed.Load() {
-		return core.Errorf(op, key, core.ErrInvalidArgument, "the azure driver is closed")
+		return storage.Errorf(op, key, storage.ErrInvalidArgument, "the azure driver is closed")
 	}
 	return nil
 }
 
 // blobName validates key and returns the blob's name in the container.
 func (d *Driver) blobName(op, key string) (string, error) {
-	if err := core.ValidateKey(op, key); err != nil {
+	if err := storage.ValidateKey(op, key); err != nil {
 		return "", err
 	}
 	name := d.prefix + key
 	if err := checkBlobName(name); err != nil {
-		return "", core.Errorf(op, key, core.ErrInvalidArgument, "invalid key for Azure: %s", err)
+		return "", storage.Errorf(op, key, storage.ErrInvalidArgument, "invalid key for Azure: %s", err)
 	}
 	return name, nil
 }

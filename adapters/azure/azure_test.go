@@ -17,16 +17,16 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/service"
 
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func TestMain(m *testing.M) {
 	// The test binary serves this adapter as a plugin of itself and runs
 	// the conformance worker processes.
-	conformance.Dispatch([]core.Adapter{Adapter})
+	conformance.Dispatch([]storage.Adapter{Adapter})
 	os.Exit(m.Run())
 }
 
@@ -40,8 +40,8 @@ func clearEnv(t testing.TB) {
 	}
 }
 
-func loc(container, prefix string, opts map[string]string) core.Location {
-	return core.Location{Scheme: Scheme, Bucket: container, Prefix: prefix, Options: opts}
+func loc(container, prefix string, opts map[string]string) storage.Location {
+	return storage.Location{Scheme: Scheme, Bucket: container, Prefix: prefix, Options: opts}
 }
 
 // --- without an emulator --------------------------------------------------
@@ -52,26 +52,26 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 	cases := []struct {
 		name string
 		env  map[string]string
-		loc  core.Location
-		kind core.Kind
+		loc  storage.Location
+		kind storage.Kind
 		want string // in the message
 	}{
-		{"wrong scheme", nil, core.Location{Scheme: "s3", Bucket: "abc"}, core.ErrInvalidArgument, "az://"},
-		{"unknown option", nil, loc("abc", "", map[string]string{"region": "x", "colour": "y", OptEndpoint: ep}), core.ErrInvalidArgument, "colour, region"},
-		{"bad container", nil, loc("Bad_Container", "", nil), core.ErrInvalidArgument, "container name"},
-		{"short container", nil, loc("ab", "", nil), core.ErrInvalidArgument, "3 to 63"},
-		{"bad conditional-delete", nil, loc("abc", "", map[string]string{OptConditionalDelete: "maybe", OptAccount: "acct"}), core.ErrInvalidArgument, "auto, on or off"},
-		{"endpoint with SAS", nil, loc("abc", "", map[string]string{OptEndpoint: ep + "?sv=2020&sig=SECRET"}), core.ErrInvalidArgument, "must not carry"},
-		{"endpoint not a URL", nil, loc("abc", "", map[string]string{OptEndpoint: "ftp://x"}), core.ErrInvalidArgument, "http(s) URL"},
-		{"token over http", nil, loc("abc", "", map[string]string{OptEndpoint: ep}), core.ErrInvalidArgument, "only sent over https"},
-		{"no account", nil, loc("abc", "", nil), core.ErrInvalidArgument, "no storage account"},
-		{"bad account", nil, loc("abc", "", map[string]string{OptAccount: "Not_An_Account"}), core.ErrInvalidArgument, "account names"},
-		{"key without account", map[string]string{envKey: emulator.AzuriteKey}, loc("abc", "", map[string]string{OptEndpoint: ep}), core.ErrInvalidArgument, "no account names it"},
-		{"key of another account", map[string]string{envKey: emulator.AzuriteKey, envAccount: "other"}, loc("abc", "", map[string]string{OptAccount: "devstoreaccount1", OptEndpoint: ep}), core.ErrInvalidArgument, "holds the key of account other"},
-		{"key not base64", map[string]string{envKey: "not base64!", envAccount: "devstoreaccount1"}, loc("abc", "", map[string]string{OptEndpoint: ep}), core.ErrInvalidArgument, "not a base64"},
-		{"connection string and endpoint", map[string]string{envConnectionString: "AccountName=devstoreaccount1;AccountKey=" + emulator.AzuriteKey}, loc("abc", "", map[string]string{OptEndpoint: ep}), core.ErrInvalidArgument, "drop account= and endpoint="},
-		{"malformed connection string", map[string]string{envConnectionString: "SECRET-garbage"}, loc("abc", "", nil), core.ErrInvalidArgument, "malformed"},
-		{"prefix with trailing-dot segment", nil, loc("abc", "p./q", map[string]string{OptAccount: "acct"}), core.ErrInvalidArgument, "ends in '.'"},
+		{"wrong scheme", nil, storage.Location{Scheme: "s3", Bucket: "abc"}, storage.ErrInvalidArgument, "az://"},
+		{"unknown option", nil, loc("abc", "", map[string]string{"region": "x", "colour": "y", OptEndpoint: ep}), storage.ErrInvalidArgument, "colour, region"},
+		{"bad container", nil, loc("Bad_Container", "", nil), storage.ErrInvalidArgument, "container name"},
+		{"short container", nil, loc("ab", "", nil), storage.ErrInvalidArgument, "3 to 63"},
+		{"bad conditional-delete", nil, loc("abc", "", map[string]string{OptConditionalDelete: "maybe", OptAccount: "acct"}), storage.ErrInvalidArgument, "auto, on or off"},
+		{"endpoint with SAS", nil, loc("abc", "", map[string]string{OptEndpoint: ep + "?sv=2020&sig=SECRET"}), storage.ErrInvalidArgument, "must not carry"},
+		{"endpoint not a URL", nil, loc("abc", "", map[string]string{OptEndpoint: "ftp://x"}), storage.ErrInvalidArgument, "http(s) URL"},
+		{"token over http", nil, loc("abc", "", map[string]string{OptEndpoint: ep}), storage.ErrInvalidArgument, "only sent over https"},
+		{"no account", nil, loc("abc", "", nil), storage.ErrInvalidArgument, "no storage account"},
+		{"bad account", nil, loc("abc", "", map[string]string{OptAccount: "Not_An_Account"}), storage.ErrInvalidArgument, "account names"},
+		{"key without account", map[string]string{envKey: emulator.AzuriteKey}, loc("abc", "", map[string]string{OptEndpoint: ep}), storage.ErrInvalidArgument, "no account names it"},
+		{"key of another account", map[string]string{envKey: emulator.AzuriteKey, envAccount: "other"}, loc("abc", "", map[string]string{OptAccount: "devstoreaccount1", OptEndpoint: ep}), storage.ErrInvalidArgument, "holds the key of account other"},
+		{"key not base64", map[string]string{envKey: "not base64!", envAccount: "devstoreaccount1"}, loc("abc", "", map[string]string{OptEndpoint: ep}), storage.ErrInvalidArgument, "not a base64"},
+		{"connection string and endpoint", map[string]string{envConnectionString: "AccountName=devstoreaccount1;AccountKey=" + emulator.AzuriteKey}, loc("abc", "", map[string]string{OptEndpoint: ep}), storage.ErrInvalidArgument, "drop account= and endpoint="},
+		{"malformed connection string", map[string]string{envConnectionString: "SECRET-garbage"}, loc("abc", "", nil), storage.ErrInvalidArgument, "malformed"},
+		{"prefix with trailing-dot segment", nil, loc("abc", "p./q", map[string]string{OptAccount: "acct"}), storage.ErrInvalidArgument, "ends in '.'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -79,7 +79,7 @@ func TestOpenRefusesBadConfiguration(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			_, err := Open(bg, c.loc)
-			testkit.WantKind(t, c.name, err, c.kind)
+			storagetest.WantKind(t, c.name, err, c.kind)
 			if !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("%s: message %q does not say %q", c.name, err, c.want)
 			}
@@ -111,24 +111,24 @@ func TestDriverRefusesKeysBeforeSending(t *testing.T) {
 	keys = append(keys, strings.Repeat("k/", 260)+"k", strings.Repeat("é", 1020))
 	for _, k := range keys {
 		name := fmt.Sprintf("%.20q", k)
-		_, err := d.Put(bg, k, strings.NewReader("x"), core.PutOptions{})
-		testkit.WantKind(t, "put "+name, err, core.ErrInvalidArgument)
+		_, err := d.Put(bg, k, strings.NewReader("x"), storage.PutOptions{})
+		storagetest.WantKind(t, "put "+name, err, storage.ErrInvalidArgument)
 		_, err = d.Get(bg, k)
-		testkit.WantKind(t, "get "+name, err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, "get "+name, err, storage.ErrInvalidArgument)
 		_, err = d.Stat(bg, k)
-		testkit.WantKind(t, "stat "+name, err, core.ErrInvalidArgument)
-		testkit.WantKind(t, "delete "+name, d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
+		storagetest.WantKind(t, "stat "+name, err, storage.ErrInvalidArgument)
+		storagetest.WantKind(t, "delete "+name, d.Delete(bg, k, storage.DeleteOptions{}), storage.ErrInvalidArgument)
 	}
-	_, err := d.List(bg, core.ListOptions{Prefix: "a//"})
-	testkit.WantKind(t, "list of a bad prefix", err, core.ErrInvalidArgument)
-	_, err = d.Put(bg, "k", strings.NewReader("x"), core.PutOptions{Mode: core.PutReplaceIfVersion})
-	testkit.WantKind(t, "replace without a version", err, core.ErrInvalidArgument)
-	_, err = d.Put(bg, "k", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent, IfVersion: "v"})
-	testkit.WantKind(t, "create with a version", err, core.ErrInvalidArgument)
+	_, err := d.List(bg, storage.ListOptions{Prefix: "a//"})
+	storagetest.WantKind(t, "list of a bad prefix", err, storage.ErrInvalidArgument)
+	_, err = d.Put(bg, "k", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutReplaceIfVersion})
+	storagetest.WantKind(t, "replace without a version", err, storage.ErrInvalidArgument)
+	_, err = d.Put(bg, "k", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent, IfVersion: "v"})
+	storagetest.WantKind(t, "create with a version", err, storage.ErrInvalidArgument)
 	_, err = d.AcquireGate(bg, "metadata")
-	testkit.WantKind(t, "acquire gate", err, core.ErrUnsupported)
+	storagetest.WantKind(t, "acquire gate", err, storage.ErrUnsupported)
 	_, err = d.DeleteMany(bg, make([]string, maxDeleteBatch+1))
-	testkit.WantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
+	storagetest.WantKind(t, "delete-many over the batch limit", err, storage.ErrLimitExceeded)
 }
 
 func TestUnreachableEndpointIsTransient(t *testing.T) {
@@ -136,7 +136,7 @@ func TestUnreachableEndpointIsTransient(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
 	defer cancel()
 	_, err := d.Stat(ctx, "k")
-	testkit.WantKind(t, "stat on a closed port", err, core.ErrTransient)
+	storagetest.WantKind(t, "stat on a closed port", err, storage.ErrTransient)
 	// A transport error must not quote the request URL's query (a SAS).
 	clearEnv(t)
 	t.Setenv(envConnectionString, "BlobEndpoint=http://127.0.0.1:1/devstoreaccount1;SharedAccessSignature=sv=2020-02-10&sig=SECRETSIG")
@@ -144,8 +144,8 @@ func TestUnreachableEndpointIsTransient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = sd.Put(bg, "k", strings.NewReader("x"), core.PutOptions{})
-	testkit.WantKind(t, "put on a closed port with a SAS", err, core.ErrTransient)
+	_, err = sd.Put(bg, "k", strings.NewReader("x"), storage.PutOptions{})
+	storagetest.WantKind(t, "put on a closed port with a SAS", err, storage.ErrTransient)
 	if !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "127.0.0.1:1/devstoreaccount1/abc/k") {
 		t.Fatalf("want the redacted URL and the cause: %v", err)
 	}
@@ -174,7 +174,7 @@ func (s *sizedSeeker) Seek(off int64, whence int) (int64, error) {
 func TestSpool(t *testing.T) {
 	// A seekable body is measured, not read.
 	_, _, err := spool("put", "k", &sizedSeeker{size: MaxObjectSize + 1})
-	testkit.WantKind(t, "seekable body over the limit", err, core.ErrLimitExceeded)
+	storagetest.WantKind(t, "seekable body over the limit", err, storage.ErrLimitExceeded)
 	s, n, err := spool("put", "k", &sizedSeeker{size: MaxObjectSize})
 	if err != nil || n != MaxObjectSize {
 		t.Fatalf("seekable body at the limit: %d, %v", n, err)
@@ -205,8 +205,8 @@ func TestSpool(t *testing.T) {
 	}
 	s.release()
 	// A body read error keeps its kind.
-	_, _, err = spool("put", "k", io.MultiReader(strings.NewReader("abc"), errReader{core.Errorf("x", "", core.ErrTransient, "broken")}))
-	testkit.WantKind(t, "failing body", err, core.ErrTransient)
+	_, _, err = spool("put", "k", io.MultiReader(strings.NewReader("abc"), errReader{storage.Errorf("x", "", storage.ErrTransient, "broken")}))
+	storagetest.WantKind(t, "failing body", err, storage.ErrTransient)
 }
 
 type errReader struct{ err error }
@@ -252,11 +252,11 @@ func openAz(t *testing.T, az *emulator.Azure, container, prefix string, opts map
 	return d
 }
 
-func put(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
-	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
+func put(d *Driver, key, body string, mode storage.PutMode, ifv string) (storage.Info, error) {
+	return d.Put(bg, key, strings.NewReader(body), storage.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func read(t *testing.T, d *Driver, key string) (string, core.Info) {
+func read(t *testing.T, d *Driver, key string) (string, storage.Info) {
 	t.Helper()
 	r, err := d.Get(bg, key)
 	if err != nil {
@@ -286,14 +286,14 @@ func TestAzurite(t *testing.T) {
 	t.Run("Conformance", func(t *testing.T) {
 		clearEnv(t)
 		t.Setenv(envConnectionString, az.ConnectionString)
-		rep := conformance.Check(t, conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter},
+		rep := conformance.Check(t, conformance.Config{Adapter: Name, Adapters: []storage.Adapter{Adapter},
 			Store: "az://retain-test/conformance", Backend: az.Name, ReportDir: t.TempDir()}, "azure-azurite")
 		for _, c := range rep.Cases {
 			if c.Name == "claim" && c.Result != conformance.Pass {
 				t.Errorf("the claim case must run and pass on Azurite: %s %s", c.Result, c.Reason)
 			}
 		}
-		if rep.Capabilities.DeleteIfVersion.Level != core.LevelNative {
+		if rep.Capabilities.DeleteIfVersion.Level != storage.LevelNative {
 			t.Errorf("delete-if-version on Azurite: %+v", rep.Capabilities.DeleteIfVersion)
 		}
 	})
@@ -301,7 +301,7 @@ func TestAzurite(t *testing.T) {
 		clearEnv(t)
 		t.Setenv(envAccount, az.Account)
 		t.Setenv(envKey, az.Key)
-		conformance.Check(t, conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter}, InProcess: true,
+		conformance.Check(t, conformance.Config{Adapter: Name, Adapters: []storage.Adapter{Adapter}, InProcess: true,
 			Store: "az://retain-test/conformance-inproc?endpoint=" + az.Endpoint, Backend: az.Name, ReportDir: t.TempDir()}, "azure-azurite-inprocess")
 	})
 }
@@ -310,51 +310,51 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 	d := openAz(t, az, "retain-test", "errors", nil, openOptions{})
 
 	_, err := d.Get(bg, "missing")
-	testkit.WantKind(t, "get missing", err, core.ErrNotFound)
+	storagetest.WantKind(t, "get missing", err, storage.ErrNotFound)
 	_, err = d.Stat(bg, "missing")
-	testkit.WantKind(t, "stat missing", err, core.ErrNotFound)
-	if err := d.Delete(bg, "missing", core.DeleteOptions{}); err != nil {
+	storagetest.WantKind(t, "stat missing", err, storage.ErrNotFound)
+	if err := d.Delete(bg, "missing", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
 
-	v1, err := put(d, "k", "one", core.PutCreateIfAbsent, "")
+	v1, err := put(d, "k", "one", storage.PutCreateIfAbsent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = put(d, "k", "two", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create on an existing key (409 BlobAlreadyExists)", err, core.ErrAlreadyExists)
+	_, err = put(d, "k", "two", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create on an existing key (409 BlobAlreadyExists)", err, storage.ErrAlreadyExists)
 	if b, _ := read(t, d, "k"); b != "one" {
 		t.Fatalf("a refused create wrote: %q", b)
 	}
-	v2, err := put(d, "k", "two", core.PutReplaceIfVersion, v1.Version)
+	v2, err := put(d, "k", "two", storage.PutReplaceIfVersion, v1.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = put(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-	testkit.WantKind(t, "replace with a stale version (412 ConditionNotMet)", err, core.ErrPreconditionFailed)
-	_, err = put(d, "absent", "x", core.PutReplaceIfVersion, v1.Version)
-	testkit.WantKind(t, "replace of a missing key (Azurite: 412)", err, core.ErrNotFound)
-	if _, err := d.Stat(bg, "absent"); !errors.Is(err, core.ErrNotFound) {
+	_, err = put(d, "k", "stale", storage.PutReplaceIfVersion, v1.Version)
+	storagetest.WantKind(t, "replace with a stale version (412 ConditionNotMet)", err, storage.ErrPreconditionFailed)
+	_, err = put(d, "absent", "x", storage.PutReplaceIfVersion, v1.Version)
+	storagetest.WantKind(t, "replace of a missing key (Azurite: 412)", err, storage.ErrNotFound)
+	if _, err := d.Stat(bg, "absent"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a refused replace created the key: %v", err)
 	}
-	testkit.WantKind(t, "delete with a stale version", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version}), core.ErrPreconditionFailed)
+	storagetest.WantKind(t, "delete with a stale version", d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v1.Version}), storage.ErrPreconditionFailed)
 	if b, _ := read(t, d, "k"); b != "two" {
 		t.Fatalf("a refused delete changed the body: %q", b)
 	}
-	if err := d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
+	if err := d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v2.Version}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WantKind(t, "delete-if-version of a missing key (Azurite: 412)", d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}), core.ErrNotFound)
+	storagetest.WantKind(t, "delete-if-version of a missing key (Azurite: 412)", d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v2.Version}), storage.ErrNotFound)
 
 	// A version no ETag can be never reaches a header.
-	testkit.MustPut(t, d, "k2", "x")
+	storagetest.MustPut(t, d, "k2", "x")
 	for _, v := range []string{"bad\nversion", `a"b`, "é"} {
-		_, err = put(d, "k2", "y", core.PutReplaceIfVersion, v)
-		testkit.WantKind(t, fmt.Sprintf("replace with version %q", v), err, core.ErrPreconditionFailed)
-		_, err = put(d, "absent", "y", core.PutReplaceIfVersion, v)
-		testkit.WantKind(t, fmt.Sprintf("replace of a missing key with version %q", v), err, core.ErrNotFound)
-		testkit.WantKind(t, fmt.Sprintf("delete with version %q", v), d.Delete(bg, "k2", core.DeleteOptions{IfVersion: v}), core.ErrPreconditionFailed)
-		testkit.WantKind(t, fmt.Sprintf("delete of a missing key with version %q", v), d.Delete(bg, "absent", core.DeleteOptions{IfVersion: v}), core.ErrNotFound)
+		_, err = put(d, "k2", "y", storage.PutReplaceIfVersion, v)
+		storagetest.WantKind(t, fmt.Sprintf("replace with version %q", v), err, storage.ErrPreconditionFailed)
+		_, err = put(d, "absent", "y", storage.PutReplaceIfVersion, v)
+		storagetest.WantKind(t, fmt.Sprintf("replace of a missing key with version %q", v), err, storage.ErrNotFound)
+		storagetest.WantKind(t, fmt.Sprintf("delete with version %q", v), d.Delete(bg, "k2", storage.DeleteOptions{IfVersion: v}), storage.ErrPreconditionFailed)
+		storagetest.WantKind(t, fmt.Sprintf("delete of a missing key with version %q", v), d.Delete(bg, "absent", storage.DeleteOptions{IfVersion: v}), storage.ErrNotFound)
 	}
 	if b, _ := read(t, d, "k2"); b != "x" {
 		t.Fatalf("a refused write changed the body: %q", b)
@@ -371,9 +371,9 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 		t.Fatal(err)
 	}
 	_, err = bd.Stat(bg, "k")
-	testkit.WantKind(t, "stat with a wrong key", err, core.ErrPermissionDenied)
-	_, err = put(bd, "k", "x", core.PutOverwrite, "")
-	testkit.WantKind(t, "put with a wrong key", err, core.ErrPermissionDenied)
+	storagetest.WantKind(t, "stat with a wrong key", err, storage.ErrPermissionDenied)
+	_, err = put(bd, "k", "x", storage.PutOverwrite, "")
+	storagetest.WantKind(t, "put with a wrong key", err, storage.ErrPermissionDenied)
 	if strings.Contains(err.Error(), string(bad)) || strings.Contains(err.Error(), az.Key) {
 		t.Fatalf("the error carries the key: %v", err)
 	}
@@ -382,16 +382,16 @@ func testErrorMapping(t *testing.T, az *emulator.Azure) {
 	if err != nil {
 		t.Fatalf("open with a wrong key and conditional-delete=auto: %v", err)
 	}
-	if c := pd.caps.DeleteIfVersion; c.Level != core.LevelNone || !strings.Contains(c.Reason, "conditional-delete=on") {
+	if c := pd.caps.DeleteIfVersion; c.Level != storage.LevelNone || !strings.Contains(c.Reason, "conditional-delete=on") {
 		t.Fatalf("probe with a refused key: %+v", c)
 	}
-	testkit.WantKind(t, "delete-if-version declared none", pd.Delete(bg, "k", core.DeleteOptions{IfVersion: "x"}), core.ErrUnsupported)
+	storagetest.WantKind(t, "delete-if-version declared none", pd.Delete(bg, "k", storage.DeleteOptions{IfVersion: "x"}), storage.ErrUnsupported)
 }
 
 func testVersions(t *testing.T, az *emulator.Azure) {
 	d := openAz(t, az, "retain-test", "versions", nil, openOptions{})
-	a := testkit.MustPut(t, d, "v", "same")
-	b := testkit.MustPut(t, d, "v", "same")
+	a := storagetest.MustPut(t, d, "v", "same")
+	b := storagetest.MustPut(t, d, "v", "same")
 	if a.Version == b.Version || strings.Contains(a.Version, `"`) {
 		t.Fatalf("versions %q then %q: want distinct, unquoted", a.Version, b.Version)
 	}
@@ -400,7 +400,7 @@ func testVersions(t *testing.T, az *emulator.Azure) {
 		t.Fatal(err)
 	}
 	_, got := read(t, d, "v")
-	page, err := d.List(bg, core.ListOptions{Prefix: "v"})
+	page, err := d.List(bg, storage.ListOptions{Prefix: "v"})
 	if err != nil || len(page.Objects) != 1 {
 		t.Fatalf("list: %+v, %v", page, err)
 	}
@@ -413,7 +413,7 @@ func testVersions(t *testing.T, az *emulator.Azure) {
 		t.Fatalf("info: get %+v list %+v", got, page.Objects[0])
 	}
 	// A token as listed (unquoted) and as a header (quoted) both work.
-	if _, err := put(d, "v", "next", core.PutReplaceIfVersion, `"`+b.Version+`"`); err != nil {
+	if _, err := put(d, "v", "next", storage.PutReplaceIfVersion, `"`+b.Version+`"`); err != nil {
 		t.Fatalf("replace with a quoted ETag: %v", err)
 	}
 }
@@ -426,7 +426,7 @@ func testCredentials(t *testing.T, az *emulator.Azure) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.MustPut(t, d, "cs", "x")
+	storagetest.MustPut(t, d, "cs", "x")
 	caps, _ := d.Capabilities(bg)
 	notes := strings.Join(caps.Notes, "\n")
 	if !strings.Contains(notes, envConnectionString) || strings.Contains(notes, az.Key) {
@@ -450,7 +450,7 @@ func testMissingContainer(t *testing.T, az *emulator.Azure) {
 	t.Setenv(envKey, az.Key)
 	// auto: the probe meets the missing container at Open.
 	_, err := Open(bg, loc("no-such-container", "p", map[string]string{OptEndpoint: az.Endpoint}))
-	testkit.WantKind(t, "open on a missing container", err, core.ErrNotFound)
+	storagetest.WantKind(t, "open on a missing container", err, storage.ErrNotFound)
 	if !strings.Contains(err.Error(), `container "no-such-container" does not exist`) {
 		t.Fatalf("message does not name the container: %v", err)
 	}
@@ -458,11 +458,11 @@ func testMissingContainer(t *testing.T, az *emulator.Azure) {
 	for what, err := range map[string]error{
 		"get":    func() error { _, err := d.Get(bg, "k"); return err }(),
 		"stat":   func() error { _, err := d.Stat(bg, "k"); return err }(),
-		"put":    func() error { _, err := put(d, "k", "x", core.PutCreateIfAbsent, ""); return err }(),
-		"delete": d.Delete(bg, "k", core.DeleteOptions{}),
-		"list":   func() error { _, err := d.List(bg, core.ListOptions{}); return err }(),
+		"put":    func() error { _, err := put(d, "k", "x", storage.PutCreateIfAbsent, ""); return err }(),
+		"delete": d.Delete(bg, "k", storage.DeleteOptions{}),
+		"list":   func() error { _, err := d.List(bg, storage.ListOptions{}); return err }(),
 	} {
-		testkit.WantKind(t, what+" in a missing container", err, core.ErrNotFound)
+		storagetest.WantKind(t, what+" in a missing container", err, storage.ErrNotFound)
 		if !strings.Contains(err.Error(), "no-such-container") {
 			t.Fatalf("%s: message does not name the container: %v", what, err)
 		}
@@ -472,21 +472,21 @@ func testMissingContainer(t *testing.T, az *emulator.Azure) {
 func testConditionalDeleteSetting(t *testing.T, az *emulator.Azure) {
 	d := openAz(t, az, "retain-test", "cdel", nil, openOptions{})
 	caps, _ := d.Capabilities(bg)
-	if caps.DeleteIfVersion.Level != core.LevelNative || !strings.Contains(strings.Join(caps.Notes, "\n"), "probed at open") {
+	if caps.DeleteIfVersion.Level != storage.LevelNative || !strings.Contains(strings.Join(caps.Notes, "\n"), "probed at open") {
 		t.Fatalf("auto on Azurite: %+v\n%v", caps.DeleteIfVersion, caps.Notes)
 	}
 	// The probe cleaned up after itself.
-	page, err := d.List(bg, core.ListOptions{Prefix: probeDir + "/"})
+	page, err := d.List(bg, storage.ListOptions{Prefix: probeDir + "/"})
 	if err != nil || len(page.Objects) != 0 {
 		t.Fatalf("probe left %+v, %v", page.Objects, err)
 	}
 	off := openAz(t, az, "retain-test", "cdel", map[string]string{OptConditionalDelete: "off"}, openOptions{})
 	caps, _ = off.Capabilities(bg)
-	if caps.DeleteIfVersion.Level != core.LevelNone {
+	if caps.DeleteIfVersion.Level != storage.LevelNone {
 		t.Fatalf("off: %+v", caps.DeleteIfVersion)
 	}
-	v := testkit.MustPut(t, off, "k", "x")
-	testkit.WantKind(t, "delete-if-version with off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
+	v := storagetest.MustPut(t, off, "k", "x")
+	storagetest.WantKind(t, "delete-if-version with off", off.Delete(bg, "k", storage.DeleteOptions{IfVersion: v.Version}), storage.ErrUnsupported)
 	if b, _ := read(t, off, "k"); b != "x" {
 		t.Fatal("an unsupported delete deleted")
 	}
@@ -535,7 +535,7 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	other := openAz(t, az, "retain-test", "retry", map[string]string{OptConditionalDelete: "on"}, openOptions{})
 
 	lp.arm.Store(true)
-	info, err := put(d, "created", "mine", core.PutCreateIfAbsent, "")
+	info, err := put(d, "created", "mine", storage.PutCreateIfAbsent, "")
 	if lp.hit.Load() != 1 {
 		t.Fatal("the transport lost nothing: the test tests nothing")
 	}
@@ -546,7 +546,7 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 		t.Fatalf("create returned version %q, the blob has %q", info.Version, st.Version)
 	}
 	lp.arm.Store(true)
-	info2, err := put(d, "created", "mine again", core.PutReplaceIfVersion, info.Version)
+	info2, err := put(d, "created", "mine again", storage.PutReplaceIfVersion, info.Version)
 	if err != nil || lp.hit.Load() != 2 {
 		t.Fatalf("a replace whose response was lost: %v (lost %d)", err, lp.hit.Load())
 	}
@@ -557,16 +557,16 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	// may have written before someone replaced the blob, so the outcome
 	// is unknown, never "exists" for what may have been its own write.
 	lp.arm.Store(true)
-	_, err = put(d, "created", "intruder", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "retried create on another writer's blob", err, core.ErrUnknown)
+	_, err = put(d, "created", "intruder", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "retried create on another writer's blob", err, storage.ErrUnknown)
 
 	// A replace whose answer was lost, superseded by another writer before
 	// the retry: whether it happened cannot be known.
-	v0 := testkit.MustPut(t, other, "superseded", "zero")
-	lp.after = func() { testkit.MustPut(t, other, "superseded", "intruder") }
+	v0 := storagetest.MustPut(t, other, "superseded", "zero")
+	lp.after = func() { storagetest.MustPut(t, other, "superseded", "intruder") }
 	lp.arm.Store(true)
-	_, err = put(d, "superseded", "mine", core.PutReplaceIfVersion, v0.Version)
-	testkit.WantKind(t, "replace lost then superseded", err, core.ErrUnknown)
+	_, err = put(d, "superseded", "mine", storage.PutReplaceIfVersion, v0.Version)
+	storagetest.WantKind(t, "replace lost then superseded", err, storage.ErrUnknown)
 	lp.after = nil
 
 	// A 503 is a refusal before any work: the retry's 412 is a plain
@@ -574,29 +574,29 @@ func testRetriedWrite(t *testing.T, az *emulator.Azure) {
 	busy := &flaky{method: http.MethodPut, mode: "busy"}
 	bd := openAz(t, az, "retain-test", "retry", map[string]string{OptConditionalDelete: "on"}, openOptions{transport: busy, retry: fast})
 	busy.arm.Store(true)
-	_, err = put(bd, "superseded", "stale", core.PutReplaceIfVersion, v0.Version)
+	_, err = put(bd, "superseded", "stale", storage.PutReplaceIfVersion, v0.Version)
 	if busy.hit.Load() != 1 {
 		t.Fatal("the transport answered no 503")
 	}
-	testkit.WantKind(t, "stale replace retried after a 503", err, core.ErrPreconditionFailed)
+	storagetest.WantKind(t, "stale replace retried after a 503", err, storage.ErrPreconditionFailed)
 
 	// A conditional delete whose answer was lost: the retry finds the blob
 	// gone and reports success, the blob of that version is gone.
 	ld := &flaky{method: http.MethodDelete, mode: "lose"}
 	dd := openAz(t, az, "retain-test", "retry", map[string]string{OptConditionalDelete: "on"}, openOptions{transport: ld, retry: fast})
 	ld.arm.Store(true)
-	if err := dd.Delete(bg, "created", core.DeleteOptions{IfVersion: info2.Version}); err != nil || ld.hit.Load() != 1 {
+	if err := dd.Delete(bg, "created", storage.DeleteOptions{IfVersion: info2.Version}); err != nil || ld.hit.Load() != 1 {
 		t.Fatalf("a conditional delete whose response was lost: %v (lost %d)", err, ld.hit.Load())
 	}
-	if _, err := d.Stat(bg, "created"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := d.Stat(bg, "created"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after the delete: %v", err)
 	}
 	// After a 503 the blob was missing all along: not found.
 	busyDel := &flaky{method: http.MethodDelete, mode: "busy"}
 	bdd := openAz(t, az, "retain-test", "retry", map[string]string{OptConditionalDelete: "on"}, openOptions{transport: busyDel, retry: fast})
 	busyDel.arm.Store(true)
-	testkit.WantKind(t, "conditional delete of a missing blob retried after a 503",
-		bdd.Delete(bg, "created", core.DeleteOptions{IfVersion: info2.Version}), core.ErrNotFound)
+	storagetest.WantKind(t, "conditional delete of a missing blob retried after a 503",
+		bdd.Delete(bg, "created", storage.DeleteOptions{IfVersion: info2.Version}), storage.ErrNotFound)
 }
 
 // countLists counts List Blobs requests.
@@ -615,13 +615,13 @@ func testListStartAfter(t *testing.T, az *emulator.Azure) {
 	var want []string
 	for i := range 23 {
 		k := fmt.Sprintf("l/%02d", i)
-		testkit.MustPut(t, d, k, k)
+		storagetest.MustPut(t, d, k, k)
 		want = append(want, k)
 	}
-	testkit.MustPut(t, d, "l0", "outside the prefix")
+	storagetest.MustPut(t, d, "l0", "outside the prefix")
 	collect := func(d *Driver, size int) []string {
 		var got []string
-		opts := core.ListOptions{Prefix: "l/", PageSize: size}
+		opts := storage.ListOptions{Prefix: "l/", PageSize: size}
 		for range 50 {
 			page, err := d.List(bg, opts)
 			if err != nil {
@@ -651,28 +651,28 @@ func testListStartAfter(t *testing.T, az *emulator.Azure) {
 	// A fresh driver has no markers: every page after the first lists from
 	// the start of the prefix and skips.
 	fresh := openAz(t, az, "retain-test", "list", map[string]string{OptConditionalDelete: "on"}, openOptions{})
-	page, err := fresh.List(bg, core.ListOptions{Prefix: "l/", StartAfter: "l/07", PageSize: 3})
+	page, err := fresh.List(bg, storage.ListOptions{Prefix: "l/", StartAfter: "l/07", PageSize: 3})
 	if err != nil || len(page.Objects) != 3 || page.Objects[0].Key != "l/08" || !page.More {
 		t.Fatalf("start-after l/07 without a cached marker: %+v, %v", page, err)
 	}
-	page, err = fresh.List(bg, core.ListOptions{Prefix: "l/", StartAfter: "l/0", PageSize: 2})
+	page, err = fresh.List(bg, storage.ListOptions{Prefix: "l/", StartAfter: "l/0", PageSize: 2})
 	if err != nil || len(page.Objects) != 2 || page.Objects[0].Key != "l/00" {
 		t.Fatalf("start-after a non-key l/0: %+v, %v", page, err)
 	}
-	page, err = fresh.List(bg, core.ListOptions{Prefix: "l/", StartAfter: "l/22"})
+	page, err = fresh.List(bg, storage.ListOptions{Prefix: "l/", StartAfter: "l/22"})
 	if err != nil || len(page.Objects) != 0 || page.More {
 		t.Fatalf("start-after the last key: %+v, %v", page, err)
 	}
-	page, err = fresh.List(bg, core.ListOptions{Prefix: "l/", StartAfter: "m"})
+	page, err = fresh.List(bg, storage.ListOptions{Prefix: "l/", StartAfter: "m"})
 	if err != nil || len(page.Objects) != 0 || page.More {
 		t.Fatalf("start-after past the prefix: %+v, %v", page, err)
 	}
 	// The contract's byte order, including ~ (0x7e) before é.
 	order := []string{"o/a.b", "o/a/b", "o/a0", "o/b", "o/~", "o/é"}
 	for i := len(order) - 1; i >= 0; i-- {
-		testkit.MustPut(t, d, order[i], "x")
+		storagetest.MustPut(t, d, order[i], "x")
 	}
-	page, err = d.List(bg, core.ListOptions{Prefix: "o/"})
+	page, err = d.List(bg, storage.ListOptions{Prefix: "o/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,7 +691,7 @@ func testDeleteMany(t *testing.T, az *emulator.Azure) {
 	for i := range 40 {
 		k := fmt.Sprintf("k%02d", i)
 		if i%3 != 0 {
-			testkit.MustPut(t, d, k, k)
+			storagetest.MustPut(t, d, k, k)
 		}
 		keys = append(keys, k)
 	}
@@ -705,14 +705,14 @@ func testDeleteMany(t *testing.T, az *emulator.Azure) {
 			t.Fatalf("result %d names %q, want %q", i, r.Key, keys[i])
 		}
 		if i == len(keys)-1 {
-			testkit.WantKind(t, "invalid key in delete-many", r.Err, core.ErrInvalidArgument)
+			storagetest.WantKind(t, "invalid key in delete-many", r.Err, storage.ErrInvalidArgument)
 			continue
 		}
 		if r.Err != nil {
 			t.Fatalf("delete %q: %v", r.Key, r.Err)
 		}
 	}
-	page, err := d.List(bg, core.ListOptions{})
+	page, err := d.List(bg, storage.ListOptions{})
 	if err != nil || len(page.Objects) != 0 {
 		t.Fatalf("left: %+v, %v", page.Objects, err)
 	}
@@ -733,6 +733,6 @@ func TestNoCredentialsIsPermissionDenied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
 	defer cancel()
 	_, err = d.Stat(ctx, "k")
-	testkit.WantKind(t, "stat without any credentials", err, core.ErrPermissionDenied)
+	storagetest.WantKind(t, "stat without any credentials", err, storage.ErrPermissionDenied)
 	t.Log(err)
 }

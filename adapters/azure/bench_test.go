@@ -3,20 +3,20 @@ package azure
 import (
 	"testing"
 
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of the adapter against Azurite, in process and through the
 // plugin boundary (this test binary re-executed as a plugin of itself serving azure,
 // as the retain binary serves its bundled adapters). Each driver is
-// wrapped in testkit.Counting so every benchmark reports req/op: the requests
+// wrapped in storagetest.Counting so every benchmark reports req/op: the requests
 // that reached the driver (for the plugin, the ones crossing the boundary).
 // The runner and the measured loops are adapterbench's.
 
 // benchStore starts Azurite with a container and points the environment
 // (inherited by the plugin process) at it.
-func benchStore(b *testing.B) core.Location {
+func benchStore(b *testing.B) storage.Location {
 	b.Helper()
 	az, svc := azurite(b)
 	makeContainer(b, svc, "bench")
@@ -34,8 +34,8 @@ func BenchmarkPutCreateDelete(b *testing.B) {
 // BenchmarkClaimCycle is claim.Acquire then Handle.Release: create-if-absent
 // of the claim, then delete-if-version.
 func BenchmarkClaimCycle(b *testing.B) {
-	adapterbench.Run(b, Adapter, benchStore(b), func(b *testing.B, d core.Driver) {
-		adapterbench.ClaimCycle(b, d, core.ScopeGlobal)
+	adapterbench.Run(b, Adapter, benchStore(b), func(b *testing.B, d storage.Driver) {
+		adapterbench.ClaimCycle(b, d, storage.ScopeGlobal)
 	})
 }
 
@@ -43,5 +43,5 @@ func BenchmarkClaimCycle(b *testing.B) {
 func BenchmarkList1000(b *testing.B) {
 	loc := benchStore(b)
 	adapterbench.Fill1000(b, adapterbench.InProcess(Adapter)(b, loc))
-	adapterbench.Run(b, Adapter, loc, func(b *testing.B, d core.Driver) { adapterbench.List1000(b, d, false) })
+	adapterbench.Run(b, Adapter, loc, func(b *testing.B, d storage.Driver) { adapterbench.List1000(b, d, false) })
 }

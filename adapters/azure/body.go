@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // memSpool is the largest body kept in memory before a write; larger ones
@@ -35,7 +35,7 @@ func (s *spooled) release() {
 // place from its current offset.
 func spool(op, key string, body io.Reader) (*spooled, int64, error) {
 	tooBig := func() error {
-		return core.Errorf(op, key, core.ErrLimitExceeded,
+		return storage.Errorf(op, key, storage.ErrLimitExceeded,
 			"the body exceeds %d bytes, the most one Put Blob takes (a larger write would need a staged upload, which a condition cannot cover)", int64(MaxObjectSize))
 	}
 	if body == nil {
@@ -50,7 +50,7 @@ func spool(op, key string, body io.Reader) (*spooled, int64, error) {
 			end, err := ra.Seek(0, io.SeekEnd)
 			if err == nil {
 				if _, err := ra.Seek(cur, io.SeekStart); err != nil {
-					return nil, 0, core.Wrap(op, key, core.ErrUnknown, err)
+					return nil, 0, storage.Wrap(op, key, storage.ErrUnknown, err)
 				}
 				if end-cur > MaxObjectSize {
 					return nil, 0, tooBig()
@@ -69,14 +69,14 @@ func spool(op, key string, body io.Reader) (*spooled, int64, error) {
 	}
 	f, err := os.CreateTemp("", "retain-azure-body-*")
 	if err != nil {
-		return nil, 0, core.Wrap(op, key, core.ErrUnknown, err)
+		return nil, 0, storage.Wrap(op, key, storage.ErrUnknown, err)
 	}
 	// Unlinked at once: the descriptor keeps it, nothing is left on a crash.
 	os.Remove(f.Name())
 	s := &spooled{f: f}
 	if _, err := f.Write(buf.Bytes()); err != nil {
 		s.release()
-		return nil, 0, core.Wrap(op, key, core.ErrUnknown, err)
+		return nil, 0, storage.Wrap(op, key, storage.ErrUnknown, err)
 	}
 	m, err := io.Copy(f, io.LimitReader(body, MaxObjectSize+1-n))
 	if err != nil {
@@ -89,7 +89,7 @@ func spool(op, key string, body io.Reader) (*spooled, int64, error) {
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		s.release()
-		return nil, 0, core.Wrap(op, key, core.ErrUnknown, err)
+		return nil, 0, storage.Wrap(op, key, storage.ErrUnknown, err)
 	}
 	s.ReadSeeker = f
 	return s, n + m, nil
@@ -98,5 +98,5 @@ func spool(op, key string, body io.Reader) (*spooled, int64, error) {
 // readErr reports a failure reading the caller's body, keeping its kind
 // when it has one (a body from the plugin boundary carries kinds).
 func readErr(op, key string, err error) error {
-	return &core.Error{Op: op, Key: key, Kind: core.KindOf(err), Msg: "reading the body to write failed; nothing was sent", Err: err}
+	return &storage.Error{Op: op, Key: key, Kind: storage.KindOf(err), Msg: "reading the body to write failed; nothing was sent", Err: err}
 }

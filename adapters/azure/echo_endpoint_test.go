@@ -13,8 +13,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 // An endpoint that echoes each request (its SAS query, its shared-key
@@ -70,9 +70,9 @@ func TestEchoingEndpointErrorsCarryNoCredential(t *testing.T) {
 			var errs []error
 			_, err = d.Stat(bg, "k")
 			errs = append(errs, err)
-			_, err = d.Put(bg, "k", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+			_, err = d.Put(bg, "k", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 			errs = append(errs, err)
-			_, err = d.List(bg, core.ListOptions{})
+			_, err = d.List(bg, storage.ListOptions{})
 			errs = append(errs, err)
 			mu.Lock()
 			secrets := append(append([]string{}, c.secrets...), signatures...)

@@ -16,8 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 // ServiceError is the cause recorded for an error response of the service:
@@ -108,14 +108,14 @@ func statusOf(err error) int {
 	return 0
 }
 
-// mapErr turns an SDK or transport error into an *core.Error for op on key
+// mapErr turns an SDK or transport error into an *storage.Error for op on key
 // (the caller's key, not the blob name), classified from typed errors:
 // service error codes and HTTP status, identity errors, net errors.
 func (d *Driver) mapErr(op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *core.Error
+	var ce *storage.Error
 	if errors.As(err, &ce) {
 		return err
 	}
@@ -124,13 +124,13 @@ func (d *Driver) mapErr(op, key string, err error) error {
 	}
 	if se, ok := serviceError(err); ok {
 		kind, msg := d.classify(err, se)
-		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: se}
+		return &storage.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: se}
 	}
 	var cred *credError
 	var authFailed *azidentity.AuthenticationFailedError
 	var authRequired *azidentity.AuthenticationRequiredError
 	if errors.As(err, &cred) || errors.As(err, &authFailed) || errors.As(err, &authRequired) {
-		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrPermissionDenied,
 			Msg: "no usable Azure credentials (DefaultAzureCredential)", Err: redact.Error(err)}
 	}
 	var ue *url.Error
@@ -140,54 +140,54 @@ func (d *Driver) mapErr(op, key string, err error) error {
 	}
 	var ne net.Error
 	if ue != nil || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "connection to the endpoint failed", Err: redact.Error(err)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "connection to the endpoint failed", Err: redact.Error(err)}
 	}
-	return core.Wrap(op, key, core.ErrUnknown, redact.Error(err))
+	return storage.Wrap(op, key, storage.ErrUnknown, redact.Error(err))
 }
 
 // classify maps a service error response to a kind and a message.
-func (d *Driver) classify(err error, se *ServiceError) (core.Kind, string) {
+func (d *Driver) classify(err error, se *ServiceError) (storage.Kind, string) {
 	switch {
 	case hasCode(err, bloberror.ContainerNotFound):
-		return core.ErrNotFound, fmt.Sprintf("container %q does not exist: create it first", d.bucket)
+		return storage.ErrNotFound, fmt.Sprintf("container %q does not exist: create it first", d.bucket)
 	case hasCode(err, bloberror.BlobNotFound):
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case hasCode(err, bloberror.BlobAlreadyExists):
-		return core.ErrAlreadyExists, ""
+		return storage.ErrAlreadyExists, ""
 	case hasCode(err, bloberror.ConditionNotMet):
-		return core.ErrPreconditionFailed, "the blob's ETag is not the expected version"
+		return storage.ErrPreconditionFailed, "the blob's ETag is not the expected version"
 	case isLeaseErr(err):
-		return core.ErrPermissionDenied, "the blob is leased by another client; retain does not take blob leases"
+		return storage.ErrPermissionDenied, "the blob is leased by another client; retain does not take blob leases"
 	case hasCode(err, bloberror.AuthenticationFailed):
-		return core.ErrPermissionDenied, "the service refused the credentials (wrong account key, expired SAS or token)"
+		return storage.ErrPermissionDenied, "the service refused the credentials (wrong account key, expired SAS or token)"
 	case hasCode(err, bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.InsufficientAccountPermissions,
 		bloberror.AuthorizationSourceIPMismatch, bloberror.AuthorizationProtocolMismatch, bloberror.AuthorizationResourceTypeMismatch,
 		bloberror.AuthorizationServiceMismatch, bloberror.NoAuthenticationInformation):
-		return core.ErrPermissionDenied, "the credentials may not do this operation on the container"
+		return storage.ErrPermissionDenied, "the credentials may not do this operation on the container"
 	case hasCode(err, bloberror.RequestBodyTooLarge):
-		return core.ErrLimitExceeded, fmt.Sprintf("the endpoint refused the body as too large (this adapter allows %d bytes)", int64(MaxObjectSize))
+		return storage.ErrLimitExceeded, fmt.Sprintf("the endpoint refused the body as too large (this adapter allows %d bytes)", int64(MaxObjectSize))
 	case throttled(err, se):
-		return core.ErrTransient, d.throttleMsg(se)
+		return storage.ErrTransient, d.throttleMsg(se)
 	case hasCode(err, bloberror.OperationTimedOut, bloberror.InternalError):
-		return core.ErrTransient, ""
+		return storage.ErrTransient, ""
 	}
 	switch s := se.Status; {
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return core.ErrPermissionDenied, ""
+		return storage.ErrPermissionDenied, ""
 	case s == http.StatusNotFound:
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case s == http.StatusRequestEntityTooLarge:
-		return core.ErrLimitExceeded, ""
+		return storage.ErrLimitExceeded, ""
 	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
-		return core.ErrTransient, ""
+		return storage.ErrTransient, ""
 	case s == http.StatusBadRequest:
-		return core.ErrInvalidArgument, "the endpoint refused the request as malformed"
+		return storage.ErrInvalidArgument, "the endpoint refused the request as malformed"
 	}
-	return core.ErrUnknown, ""
+	return storage.ErrUnknown, ""
 }
 
 // ctxError reports a done context: transient, wrapping ctx.Err() so that
 // errors.Is(err, context.DeadlineExceeded) still holds.
-func ctxError(op, key string, err error) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+func ctxError(op, key string, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "context done", Err: err}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // List returns one page of keys under opts.Prefix after opts.StartAfter.
@@ -19,16 +19,16 @@ import (
 // skips keys up to it: correct, slower. Keys at or before StartAfter are
 // dropped on every path, so a marker from a stale cache entry cannot
 // return them again.
-func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (d *Driver) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
-		return core.ListPage{}, err
+	if err := storage.ValidatePrefix(op, opts.Prefix); err != nil {
+		return storage.ListPage{}, err
 	}
 	if opts.PageSize < 0 {
-		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+		return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "negative page size %d", opts.PageSize)
 	}
 	if err := d.enter(ctx, op, opts.Prefix); err != nil {
-		return core.ListPage{}, err
+		return storage.ListPage{}, err
 	}
 	size := opts.PageSize
 	if size == 0 || size > maxListPage {
@@ -39,13 +39,13 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if opts.StartAfter != "" {
 		if opts.StartAfter > opts.Prefix && !strings.HasPrefix(opts.StartAfter, opts.Prefix) {
 			// Every key under the prefix sorts before StartAfter.
-			return core.ListPage{}, nil
+			return storage.ListPage{}, nil
 		}
 		after = d.prefix + opts.StartAfter
 	}
 	if opts.Delimiter != "" {
-		if opts.Delimiter != core.Delimiter {
-			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		if opts.Delimiter != storage.Delimiter {
+			return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, storage.Delimiter)
 		}
 		return d.listLevel(ctx, opts, prefix, after, size)
 	}
@@ -55,7 +55,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			marker = to.Ptr(m)
 		}
 	}
-	var page core.ListPage
+	var page storage.ListPage
 	for {
 		lo := &container.ListBlobsFlatOptions{MaxResults: to.Ptr(int32(size - len(page.Objects))), Marker: marker}
 		if prefix != "" {
@@ -63,7 +63,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		}
 		resp, err := d.cc.NewListBlobsFlatPager(lo).NextPage(ctx)
 		if err != nil {
-			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+			return storage.ListPage{}, d.mapErr(op, opts.Prefix, err)
 		}
 		var last string
 		for _, it := range resp.Segment.BlobItems {
@@ -76,9 +76,9 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 				continue
 			}
 			if !strings.HasPrefix(name, prefix) {
-				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
+				return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
 			}
-			info := core.Info{Key: strings.TrimPrefix(name, d.prefix)}
+			info := storage.Info{Key: strings.TrimPrefix(name, d.prefix)}
 			if p := it.Properties; p != nil {
 				info.Size, info.Version, info.ModTime = sizeOf(p.ContentLength), version(p.ETag), timeOf(p.LastModified)
 			}
@@ -108,7 +108,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 // blobs and blob prefixes of the level after after, through the same
 // marker cache, keyed apart from flat listings. Every entry at or before
 // after (and, for a folder, the folder itself) is dropped on every path.
-func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, after string, size int) (core.ListPage, error) {
+func (d *Driver) listLevel(ctx context.Context, opts storage.ListOptions, prefix, after string, size int) (storage.ListPage, error) {
 	const op = "list"
 	cacheKey := func(last string) markerKey { return markerKey{prefix + "\x00level", last} }
 	var marker *string
@@ -117,16 +117,16 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 			marker = to.Ptr(m)
 		}
 	}
-	var page core.ListPage
+	var page storage.ListPage
 	entries := func() int { return len(page.Objects) + len(page.Folders) }
 	for {
 		lo := &container.ListBlobsHierarchyOptions{MaxResults: to.Ptr(int32(size - entries())), Marker: marker}
 		if prefix != "" {
 			lo.Prefix = to.Ptr(prefix)
 		}
-		resp, err := d.cc.NewListBlobsHierarchyPager(core.Delimiter, lo).NextPage(ctx)
+		resp, err := d.cc.NewListBlobsHierarchyPager(storage.Delimiter, lo).NextPage(ctx)
 		if err != nil {
-			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+			return storage.ListPage{}, d.mapErr(op, opts.Prefix, err)
 		}
 		last := ""
 		for _, bp := range resp.Segment.BlobPrefixes {
@@ -139,7 +139,7 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 				continue
 			}
 			if !strings.HasPrefix(name, prefix) {
-				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed prefix %q outside the prefix %q", name, prefix)
+				return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint listed prefix %q outside the prefix %q", name, prefix)
 			}
 			page.Folders = append(page.Folders, strings.TrimPrefix(name, d.prefix))
 		}
@@ -153,9 +153,9 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 				continue
 			}
 			if !strings.HasPrefix(name, prefix) {
-				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
+				return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint listed blob %q outside the prefix %q", name, prefix)
 			}
-			info := core.Info{Key: strings.TrimPrefix(name, d.prefix)}
+			info := storage.Info{Key: strings.TrimPrefix(name, d.prefix)}
 			if p := it.Properties; p != nil {
 				info.Size, info.Version, info.ModTime = sizeOf(p.ContentLength), version(p.ETag), timeOf(p.LastModified)
 			}
@@ -170,7 +170,7 @@ func (d *Driver) listLevel(ctx context.Context, opts core.ListOptions, prefix, a
 			// size: keep the first size entries; the next page starts after
 			// the last kept one (no marker for it: it lists from the start
 			// and skips, correct and slower).
-			return core.ClampLevel(page, size), nil
+			return storage.ClampLevel(page, size), nil
 		}
 		if next == "" {
 			return page, nil

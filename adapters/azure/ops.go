@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // version turns an ETag into the version token: without quotes, because
@@ -63,7 +63,7 @@ func sizeOf(n *int64) int64 {
 // Get opens the blob. Info comes from the same response as the body; a
 // broken connection is resumed at the offset reached with If-Match of that
 // ETag, so the bytes are all of one write or the read fails.
-func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *Driver) Get(ctx context.Context, key string) (*storage.Reader, error) {
 	const op = "get"
 	name, err := d.blobName(op, key)
 	if err != nil {
@@ -76,13 +76,13 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	if err != nil {
 		return nil, d.mapErr(op, key, err)
 	}
-	info := core.Info{Key: key, Size: sizeOf(resp.ContentLength), Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}
+	info := storage.Info{Key: key, Size: sizeOf(resp.ContentLength), Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}
 	if resp.ContentLength == nil || info.Version == "" {
 		resp.Body.Close()
-		return nil, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered a download without Content-Length or ETag")
+		return nil, storage.Errorf(op, key, storage.ErrUnknown, "the endpoint answered a download without Content-Length or ETag")
 	}
 	body := resp.NewRetryReader(ctx, &blob.RetryReaderOptions{MaxRetries: 3})
-	return &core.Reader{Info: info, ReadCloser: &reader{rc: body, d: d, key: key}}, nil
+	return &storage.Reader{Info: info, ReadCloser: &reader{rc: body, d: d, key: key}}, nil
 }
 
 // reader maps body read errors to kinds.
@@ -97,7 +97,7 @@ func (r *reader) Read(p []byte) (int, error) {
 	if err != nil && err != io.EOF {
 		if hasCode(err, bloberror.ConditionNotMet) {
 			// The resumed request found another write: fail, never mix.
-			return n, core.Errorf("get", r.key, core.ErrTransient, "the blob was replaced while it was being read; read it again")
+			return n, storage.Errorf("get", r.key, storage.ErrTransient, "the blob was replaced while it was being read; read it again")
 		}
 		return n, r.d.mapErr("get", r.key, err)
 	}
@@ -107,61 +107,61 @@ func (r *reader) Read(p []byte) (int, error) {
 func (r *reader) Close() error { return r.rc.Close() }
 
 // Stat returns the blob's properties.
-func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
 	const op = "stat"
 	name, err := d.blobName(op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	if err := d.enter(ctx, op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	p, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
 	if err != nil {
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
-	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
+	return storage.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
 }
 
 // Put writes body with one Put Blob request, conditioned per opts.Mode.
-func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	const op = "put"
 	name, err := d.blobName(op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	if d.readOnly {
-		return core.Info{}, core.ReadOnlyError(op, key)
+		return storage.Info{}, storage.ReadOnlyError(op, key)
 	}
 	var cond *blob.ModifiedAccessConditions
 	switch opts.Mode {
-	case core.PutOverwrite:
+	case storage.PutOverwrite:
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
-	case core.PutCreateIfAbsent:
+	case storage.PutCreateIfAbsent:
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
 		cond = &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}
-	case core.PutReplaceIfVersion:
+	case storage.PutReplaceIfVersion:
 		if opts.IfVersion == "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "replace-if-version needs the expected version")
 		}
 		cond = &blob.ModifiedAccessConditions{IfMatch: etag(opts.IfVersion)}
 	default:
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
 	}
 	if err := d.enter(ctx, op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
-	if opts.Mode == core.PutReplaceIfVersion && !validVersion(opts.IfVersion) {
+	if opts.Mode == storage.PutReplaceIfVersion && !validVersion(opts.IfVersion) {
 		// No blob has this version: only whether the key exists is left.
-		return core.Info{}, d.noSuchVersion(ctx, op, key, name, "nothing was written")
+		return storage.Info{}, d.noSuchVersion(ctx, op, key, name, "nothing was written")
 	}
 	rs, size, err := spool(op, key, body)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer rs.release()
 
@@ -174,54 +174,54 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	actx, tr := withTries(ctx)
 	resp, err := bc.Upload(actx, rs, uo)
 	if err == nil {
-		return core.Info{Key: key, Size: size, Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}, nil
+		return storage.Info{Key: key, Size: size, Version: version(resp.ETag), ModTime: timeOf(resp.LastModified)}, nil
 	}
 	maybe := tr.maybeApplied.Load()
 	status := statusOf(err)
 	switch {
-	case opts.Mode == core.PutCreateIfAbsent && (hasCode(err, bloberror.BlobAlreadyExists) || status == 409 || status == 412):
+	case opts.Mode == storage.PutCreateIfAbsent && (hasCode(err, bloberror.BlobAlreadyExists) || status == 409 || status == 412):
 		if !maybe {
 			// No earlier try can have written (one try, or retries only
 			// after throttling): the blob existed.
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Msg: "the blob exists", Err: cause(err)}
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists, Msg: "the blob exists", Err: cause(err)}
 		}
 		info, ours, perr := d.ours(ctx, key, name, wid)
 		switch {
 		case ours:
 			return info, nil
 		case perr != nil && !hasCode(perr, bloberror.BlobNotFound):
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown,
 				Msg: "outcome unknown: a try whose answer was lost may have created the blob, and reading it back failed", Err: cause(perr)}
 		}
 		// An earlier try may have created it before another writer
 		// replaced or deleted it: "exists" could make the caller give up
 		// a key that was its own.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown,
 			Msg: "outcome unknown: a try whose answer was lost may have created the blob before another writer replaced or deleted it; re-read it", Err: cause(err)}
-	case opts.Mode == core.PutReplaceIfVersion && !isLeaseErr(err) && (status == 412 || hasCode(err, bloberror.BlobNotFound)):
+	case opts.Mode == storage.PutReplaceIfVersion && !isLeaseErr(err) && (status == 412 || hasCode(err, bloberror.BlobNotFound)):
 		// Azurite answers 412 for If-Match on a missing blob, and a retry
 		// may meet its own earlier write: one look settles both.
 		p, perr := bc.GetProperties(ctx, nil)
 		switch {
 		case perr == nil && maybe && writeIDOf(p.Metadata) == wid:
-			return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
+			return storage.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, nil
 		case perr == nil && maybe:
 			// An earlier try may have replaced the blob, and another
 			// writer replaced it again before the retry: whether this
 			// write happened cannot be known.
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown,
 				Msg: "outcome unknown: a try whose answer was lost may have written before another writer replaced the blob; re-read it", Err: cause(err)}
 		case perr == nil:
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 				Msg: "the blob's ETag is not the expected version; nothing was written", Err: cause(err)}
 		case hasCode(perr, bloberror.BlobNotFound):
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound,
 				Msg: "replace-if-version of a missing blob; nothing was written", Err: cause(err)}
 		default:
-			return core.Info{}, d.mapErr(op, key, perr)
+			return storage.Info{}, d.mapErr(op, key, perr)
 		}
 	}
-	return core.Info{}, d.mapErr(op, key, err)
+	return storage.Info{}, d.mapErr(op, key, err)
 }
 
 // noSuchVersion answers a conditional write whose version no blob can
@@ -230,21 +230,21 @@ func (d *Driver) noSuchVersion(ctx context.Context, op, key, name, what string) 
 	_, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
 	switch {
 	case err == nil:
-		return core.Errorf(op, key, core.ErrPreconditionFailed, "the version is not an ETag this blob can have; %s", what)
+		return storage.Errorf(op, key, storage.ErrPreconditionFailed, "the version is not an ETag this blob can have; %s", what)
 	case hasCode(err, bloberror.BlobNotFound):
-		return core.Errorf(op, key, core.ErrNotFound, "no such blob; %s", what)
+		return storage.Errorf(op, key, storage.ErrNotFound, "no such blob; %s", what)
 	}
 	return d.mapErr(op, key, err)
 }
 
 // ours reports whether the blob now holds the write stamped wid, and its
 // info; err is the read's failure.
-func (d *Driver) ours(ctx context.Context, key, name, wid string) (core.Info, bool, error) {
+func (d *Driver) ours(ctx context.Context, key, name, wid string) (storage.Info, bool, error) {
 	p, err := d.cc.NewBlobClient(name).GetProperties(ctx, nil)
 	if err != nil || writeIDOf(p.Metadata) != wid {
-		return core.Info{}, false, err
+		return storage.Info{}, false, err
 	}
-	return core.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, true, nil
+	return storage.Info{Key: key, Size: sizeOf(p.ContentLength), Version: version(p.ETag), ModTime: timeOf(p.LastModified)}, true, nil
 }
 
 // writeIDOf finds the write id; metadata names come back case-folded.
@@ -259,17 +259,17 @@ func writeIDOf(md map[string]*string) string {
 
 // Delete removes the blob (with its snapshots). With IfVersion it is a
 // Delete Blob with If-Match.
-func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (d *Driver) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	const op = "delete"
 	name, err := d.blobName(op, key)
 	if err != nil {
 		return err
 	}
 	if d.readOnly {
-		return core.ReadOnlyError(op, key)
+		return storage.ReadOnlyError(op, key)
 	}
 	if opts.IfVersion != "" && !d.condDelete {
-		return core.Errorf(op, key, core.ErrUnsupported, "delete-if-version is declared none: %s", d.caps.DeleteIfVersion.Reason)
+		return storage.Errorf(op, key, storage.ErrUnsupported, "delete-if-version is declared none: %s", d.caps.DeleteIfVersion.Reason)
 	}
 	if err := d.enter(ctx, op, key); err != nil {
 		return err
@@ -299,7 +299,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 			// either way no blob of that version is left.
 			return nil
 		}
-		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing blob", Err: cause(c)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "delete-if-version of a missing blob", Err: cause(c)}
 	}
 	switch {
 	case hasCode(err, bloberror.BlobNotFound):
@@ -309,7 +309,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		_, perr := bc.GetProperties(ctx, nil)
 		switch {
 		case perr == nil:
-			return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+			return &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 				Msg: "the blob's ETag is not the expected version; nothing was deleted", Err: cause(err)}
 		case hasCode(perr, bloberror.BlobNotFound):
 			return missing(err)
@@ -322,18 +322,18 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 
 // DeleteMany deletes unconditionally, maxDeleteWorkers at a time, one
 // result per key in order.
-func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
-		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys in one call; the azure adapter takes at most %d", len(keys), maxDeleteBatch)
+		return nil, storage.Errorf(op, "", storage.ErrLimitExceeded, "%d keys in one call; the azure adapter takes at most %d", len(keys), maxDeleteBatch)
 	}
 	if d.readOnly {
-		return nil, core.ReadOnlyError(op, "")
+		return nil, storage.ReadOnlyError(op, "")
 	}
 	if err := d.enter(ctx, op, ""); err != nil {
 		return nil, err
 	}
-	out := make([]core.DeleteResult, len(keys))
+	out := make([]storage.DeleteResult, len(keys))
 	sem := make(chan struct{}, maxDeleteWorkers)
 	var wg sync.WaitGroup
 	for i, k := range keys {
@@ -342,7 +342,7 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			out[i].Err = d.Delete(ctx, k, core.DeleteOptions{})
+			out[i].Err = d.Delete(ctx, k, storage.DeleteOptions{})
 		}()
 	}
 	wg.Wait()

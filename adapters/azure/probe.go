@@ -9,7 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // probeConditionalDelete finds out whether the endpoint honours If-Match on
@@ -22,7 +22,7 @@ import (
 // read-only store needs no conditional delete); a missing container or a
 // transient failure fails Open instead, rather than declare a capability
 // from a glitch.
-func (d *Driver) probeConditionalDelete(ctx context.Context) (core.Capability, string, error) {
+func (d *Driver) probeConditionalDelete(ctx context.Context) (storage.Capability, string, error) {
 	const op = "open"
 	name := d.prefix + probeDir + "/" + randHex()
 	where := Scheme + "://" + d.bucket + "/" + name
@@ -32,19 +32,19 @@ func (d *Driver) probeConditionalDelete(ctx context.Context) (core.Capability, s
 		r, err := bc.Upload(ctx, &spooled{ReadSeeker: bytes.NewReader([]byte("retain conditional-delete probe"))}, nil)
 		return r.ETag, err
 	}
-	none := func(why string) (core.Capability, string, error) {
-		return core.Capability{Level: core.LevelNone, Reason: why}, "conditional-delete=auto: " + why, nil
+	none := func(why string) (storage.Capability, string, error) {
+		return storage.Capability{Level: storage.LevelNone, Reason: why}, "conditional-delete=auto: " + why, nil
 	}
 	stale, err := put()
 	if err != nil {
-		if core.KindOf(d.mapErr(op, where, err)) == core.ErrPermissionDenied {
+		if storage.KindOf(d.mapErr(op, where, err)) == storage.ErrPermissionDenied {
 			return none(fmt.Sprintf("the probe could not write %s (%v); give conditional-delete=on to trust the endpoint without probing", where, cause(err)))
 		}
-		return core.Capability{}, "", d.mapErr(op, where, err)
+		return storage.Capability{}, "", d.mapErr(op, where, err)
 	}
 	cur, err := put()
 	if err != nil {
-		return core.Capability{}, "", d.mapErr(op, where, err)
+		return storage.Capability{}, "", d.mapErr(op, where, err)
 	}
 	if version(stale) == version(cur) {
 		return none(fmt.Sprintf("probe: two writes of %s returned the same ETag %s, so a version cannot tell writes apart", where, version(cur)))
@@ -59,21 +59,21 @@ func (d *Driver) probeConditionalDelete(ctx context.Context) (core.Capability, s
 		return none(fmt.Sprintf("probe: a Delete Blob of %s with a stale If-Match deleted it: the endpoint ignores the condition", where))
 	case bloberror.HasCode(err, bloberror.ConditionNotMet) || statusOf(err) == 412:
 	default:
-		return core.Capability{}, "", d.mapErr(op, where, err)
+		return storage.Capability{}, "", d.mapErr(op, where, err)
 	}
 	if _, err := bc.GetProperties(ctx, nil); err != nil {
 		if bloberror.HasCode(err, bloberror.BlobNotFound) {
 			return none(fmt.Sprintf("probe: a Delete Blob of %s with a stale If-Match answered 412 but deleted the blob", where))
 		}
-		return core.Capability{}, "", d.mapErr(op, where, err)
+		return storage.Capability{}, "", d.mapErr(op, where, err)
 	}
 	if err := ifMatch(cur); err != nil {
 		if statusOf(err) == 412 {
 			return none(fmt.Sprintf("probe: a Delete Blob of %s with its current ETag was refused (%v)", where, cause(err)))
 		}
-		return core.Capability{}, "", d.mapErr(op, where, err)
+		return storage.Capability{}, "", d.mapErr(op, where, err)
 	}
-	c := core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+	c := storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 		Reason: "Delete Blob with If-Match: <ETag>; the service refuses it with 412 ConditionNotMet when the ETag differs (probed at open)"}
 	return c, "conditional-delete=auto: probed at open on " + d.prefix + probeDir + "/<random>: a Delete Blob with a stale If-Match was refused with 412 and the blob kept, one with the current ETag deleted it", nil
 }

@@ -15,9 +15,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // throttleProxy is a loopback reverse proxy in front of Azurite that
@@ -112,8 +112,8 @@ func testThrottledOperations(t *testing.T, az *emulator.Azure) {
 			t.Fatalf("%s: %d of %d requests throttled, want %d of %d (the retries)", what, got, seen, burst, burst+1)
 		}
 	}
-	var v core.Info
-	step("create-if-absent", func() (err error) { v, err = put(d, "k", "one", core.PutCreateIfAbsent, ""); return })
+	var v storage.Info
+	step("create-if-absent", func() (err error) { v, err = put(d, "k", "one", storage.PutCreateIfAbsent, ""); return })
 	step("get", func() error {
 		r, err := d.Get(bg, "k")
 		if err == nil {
@@ -125,16 +125,16 @@ func testThrottledOperations(t *testing.T, az *emulator.Azure) {
 		return err
 	})
 	step("stat", func() error { _, err := d.Stat(bg, "k"); return err })
-	step("replace-if-version", func() (err error) { v, err = put(d, "k", "two", core.PutReplaceIfVersion, v.Version); return })
-	step("overwrite", func() error { _, err := put(d, "m", "x", core.PutOverwrite, ""); return err })
+	step("replace-if-version", func() (err error) { v, err = put(d, "k", "two", storage.PutReplaceIfVersion, v.Version); return })
+	step("overwrite", func() error { _, err := put(d, "m", "x", storage.PutOverwrite, ""); return err })
 	step("list", func() error {
-		page, err := d.List(bg, core.ListOptions{})
+		page, err := d.List(bg, storage.ListOptions{})
 		if err == nil && len(page.Objects) != 2 {
 			err = errors.New("listed the wrong keys")
 		}
 		return err
 	})
-	step("delete-if-version", func() error { return d.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}) })
+	step("delete-if-version", func() error { return d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v.Version}) })
 	step("delete-many", func() error {
 		res, err := d.DeleteMany(bg, []string{"m"})
 		if err == nil {
@@ -144,28 +144,28 @@ func testThrottledOperations(t *testing.T, az *emulator.Azure) {
 	})
 	for _, k := range []string{"k", "m"} {
 		_, err := d.Stat(bg, k)
-		testkit.WantKind(t, "stat "+k+" after its delete", err, core.ErrNotFound)
+		storagetest.WantKind(t, "stat "+k+" after its delete", err, storage.ErrNotFound)
 	}
 	// 500 InternalError is retried too; it may follow a write, and the
 	// write id tells the retry's 409 that the blob is this write's.
 	p.answer(http.StatusInternalServerError, "InternalError")
-	step("create-if-absent after 500s", func() error { _, err := put(d, "i", "x", core.PutCreateIfAbsent, ""); return err })
+	step("create-if-absent after 500s", func() error { _, err := put(d, "i", "x", storage.PutCreateIfAbsent, ""); return err })
 	p.answer(http.StatusServiceUnavailable, "ServerBusy")
-	step("delete", func() error { return d.Delete(bg, "i", core.DeleteOptions{}) })
+	step("delete", func() error { return d.Delete(bg, "i", storage.DeleteOptions{}) })
 }
 
 // A throttled try was refused unexecuted, so the 409/412 on the retry
 // after it is definite: already exists, precondition failed.
 func testThrottledRefusalIsDefinite(t *testing.T, az *emulator.Azure) {
 	d, p := throttledStore(t, az, "definite")
-	v := testkit.MustPut(t, d, "k", "theirs")
+	v := storagetest.MustPut(t, d, "k", "theirs")
 	p.throttleNext(2)
-	_, err := put(d, "k", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create on an existing blob after ServerBusy", err, core.ErrAlreadyExists)
-	testkit.MustPut(t, d, "k", "newer")
+	_, err := put(d, "k", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create on an existing blob after ServerBusy", err, storage.ErrAlreadyExists)
+	storagetest.MustPut(t, d, "k", "newer")
 	p.throttleNext(2)
-	_, err = put(d, "k", "mine", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "stale replace after ServerBusy", err, core.ErrPreconditionFailed)
+	_, err = put(d, "k", "mine", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "stale replace after ServerBusy", err, storage.ErrPreconditionFailed)
 	if p.throttled.Load() != 2 {
 		t.Fatalf("%d requests throttled, want 2", p.throttled.Load())
 	}
@@ -175,7 +175,7 @@ func testThrottledRefusalIsDefinite(t *testing.T, az *emulator.Azure) {
 // naming the container and the flags that lower the request rate.
 func testPersistentThrottle(t *testing.T, az *emulator.Azure) {
 	d, p := throttledStore(t, az, "persistent")
-	testkit.MustPut(t, d, "k", "x")
+	storagetest.MustPut(t, d, "k", "x")
 	p.throttleNext(0)
 	p.always.Store(true)
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
@@ -184,15 +184,15 @@ func testPersistentThrottle(t *testing.T, az *emulator.Azure) {
 	for what, call := range map[string]func() error{
 		"get": func() error { _, err := d.Get(ctx, "k"); return err },
 		"create-if-absent": func() error {
-			_, err := d.Put(ctx, "n", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+			_, err := d.Put(ctx, "n", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 			return err
 		},
-		"list":   func() error { _, err := d.List(ctx, core.ListOptions{}); return err },
-		"delete": func() error { return d.Delete(ctx, "k", core.DeleteOptions{}) },
+		"list":   func() error { _, err := d.List(ctx, storage.ListOptions{}); return err },
+		"delete": func() error { return d.Delete(ctx, "k", storage.DeleteOptions{}) },
 	} {
 		p.seen.Store(0)
 		err := call()
-		testkit.WantKind(t, what+" under persistent throttling", err, core.ErrTransient)
+		storagetest.WantKind(t, what+" under persistent throttling", err, storage.ErrTransient)
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s waited for the context instead of giving up: %v", what, err)
 		}

@@ -19,11 +19,11 @@ import (
 	"github.com/retain-dev/retain/adapters/gcs"
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/adapters/s3"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Adapters are the adapters that ship in the binary.
-var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, gcs.Adapter, azure.Adapter}
+var Adapters = []storage.Adapter{localfs.Adapter, s3.Adapter, gcs.Adapter, azure.Adapter}
 
 // Reserved maps URI schemes whose adapters are planned but not shipped yet
 // to the adapter's name. Empty now; kept so a planned scheme answers "not
@@ -31,7 +31,7 @@ var Adapters = []core.Adapter{localfs.Adapter, s3.Adapter, gcs.Adapter, azure.Ad
 var Reserved = map[string]string{}
 
 // ForScheme returns the bundled adapter serving a URI scheme.
-func ForScheme(scheme string) (core.Adapter, error) {
+func ForScheme(scheme string) (storage.Adapter, error) {
 	for _, a := range Adapters {
 		for _, s := range a.Schemes {
 			if s == scheme {
@@ -40,10 +40,10 @@ func ForScheme(scheme string) (core.Adapter, error) {
 		}
 	}
 	if name, ok := Reserved[scheme]; ok {
-		return core.Adapter{}, core.Errorf("open", scheme+"://", core.ErrUnsupported,
+		return storage.Adapter{}, storage.Errorf("open", scheme+"://", storage.ErrUnsupported,
 			"adapter %q not available yet: this build serves %s", name, schemes())
 	}
-	return core.Adapter{}, core.Errorf("open", scheme+"://", core.ErrInvalidArgument,
+	return storage.Adapter{}, storage.Errorf("open", scheme+"://", storage.ErrInvalidArgument,
 		"no adapter serves the %q scheme: this build serves %s", scheme, schemes())
 }
 
@@ -62,8 +62,8 @@ func schemes() string {
 // as a plugin of the running executable, whose main must dispatch
 // PluginCommand to Serve; without that, Open fails at once with an error
 // wrapping ErrNotDispatched (see OpenInProcess).
-func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
-	loc, err := core.ParseLocation(uri)
+func Open(ctx context.Context, uri string, logger hclog.Logger) (*storage.Store, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +78,8 @@ func Open(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, er
 // nothing, not even at open (no reserved folder, no lock files, no probe
 // objects), declares read-only and refuses every write, and so does the
 // returned Store. For commands that only look at a store.
-func OpenReadOnly(ctx context.Context, uri string, logger hclog.Logger) (*core.Store, error) {
-	loc, err := core.ParseLocation(uri)
+func OpenReadOnly(ctx context.Context, uri string, logger hclog.Logger) (*storage.Store, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +92,12 @@ func OpenReadOnly(ctx context.Context, uri string, logger hclog.Logger) (*core.S
 }
 
 // OpenAdapter launches the named bundled adapter on loc.
-func OpenAdapter(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*core.Store, error) {
+func OpenAdapter(ctx context.Context, name string, loc storage.Location, logger hclog.Logger) (*storage.Store, error) {
 	c, err := launch(ctx, name, loc, logger)
 	if err != nil {
 		return nil, err
 	}
-	s, err := core.NewStore(ctx, name, c)
+	s, err := storage.NewStore(ctx, name, c)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("adapter %s: %w", name, err)

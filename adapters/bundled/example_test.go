@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // An application opens a store in its own process: no plugin subcommand

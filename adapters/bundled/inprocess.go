@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // OpenInProcess is Open without the plugin: it parses uri and opens the
@@ -13,8 +13,8 @@ import (
 // starts no child process. The price is the isolation the plugin gives: a
 // crash or a hang in the adapter is the application's own, and no call
 // deadline kills it (pass a ctx with a deadline instead).
-func OpenInProcess(ctx context.Context, uri string) (*core.Store, error) {
-	loc, err := core.ParseLocation(uri)
+func OpenInProcess(ctx context.Context, uri string) (*storage.Store, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -23,8 +23,8 @@ func OpenInProcess(ctx context.Context, uri string) (*core.Store, error) {
 
 // OpenReadOnlyInProcess is OpenInProcess with the location's ReadOnly set
 // (see OpenReadOnly): the adapter writes nothing and refuses every write.
-func OpenReadOnlyInProcess(ctx context.Context, uri string) (*core.Store, error) {
-	loc, err := core.ParseLocation(uri)
+func OpenReadOnlyInProcess(ctx context.Context, uri string) (*storage.Store, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func OpenReadOnlyInProcess(ctx context.Context, uri string) (*core.Store, error)
 
 // OpenLocationInProcess opens loc with the bundled adapter serving its
 // scheme, in this process.
-func OpenLocationInProcess(ctx context.Context, loc core.Location) (*core.Store, error) {
+func OpenLocationInProcess(ctx context.Context, loc storage.Location) (*storage.Store, error) {
 	a, err := ForScheme(loc.Scheme)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func OpenLocationInProcess(ctx context.Context, loc core.Location) (*core.Store,
 	if err != nil {
 		return nil, err
 	}
-	s, err := core.NewStore(ctx, a.Name, d)
+	s, err := storage.NewStore(ctx, a.Name, d)
 	if err != nil {
 		d.Close()
 		return nil, fmt.Errorf("adapter %s: %w", a.Name, err)

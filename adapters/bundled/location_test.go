@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Every in-process opener aims the store at the location it opened, so the
@@ -13,14 +13,14 @@ import (
 func TestInProcessOpenersSetLocation(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	want, err := core.ParseLocation(dir)
+	want, err := storage.ParseLocation(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opens := map[string]func() (*core.Store, error){
-		"OpenInProcess":         func() (*core.Store, error) { return OpenInProcess(ctx, dir) },
-		"OpenReadOnlyInProcess": func() (*core.Store, error) { return OpenReadOnlyInProcess(ctx, dir) },
-		"OpenLocationInProcess": func() (*core.Store, error) { return OpenLocationInProcess(ctx, want) },
+	opens := map[string]func() (*storage.Store, error){
+		"OpenInProcess":         func() (*storage.Store, error) { return OpenInProcess(ctx, dir) },
+		"OpenReadOnlyInProcess": func() (*storage.Store, error) { return OpenReadOnlyInProcess(ctx, dir) },
+		"OpenLocationInProcess": func() (*storage.Store, error) { return OpenLocationInProcess(ctx, want) },
 	}
 	for name, open := range opens {
 		s, err := open()

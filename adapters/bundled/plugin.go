@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 // PluginCommand is the hidden subcommand under which a binary that embeds
@@ -37,7 +37,7 @@ var ErrNotDispatched = errors.New("the executable does not dispatch " + PluginCo
 // this binary has.
 func Serve(name string) error { return serveFrom(Adapters, name) }
 
-func serveFrom(adapters []core.Adapter, name string) error {
+func serveFrom(adapters []storage.Adapter, name string) error {
 	names := make([]string, 0, len(adapters))
 	for _, a := range adapters {
 		if a.Name == name {
@@ -51,7 +51,7 @@ func serveFrom(adapters []core.Adapter, name string) error {
 	if len(names) > 0 {
 		avail = strings.Join(names, ", ")
 	}
-	return core.Errorf("serve-plugin", "", core.ErrInvalidArgument,
+	return storage.Errorf("serve-plugin", "", storage.ErrInvalidArgument,
 		"this binary bundles no adapter %q; available adapters: %s", name, avail)
 }
 
@@ -66,7 +66,7 @@ func serveFrom(adapters []core.Adapter, name string) error {
 // Serve exits at once with ExitNotDispatched, and the host turns that exit
 // into an error (ErrInvalidArgument, wrapping ErrNotDispatched) naming the
 // fix.
-func launch(ctx context.Context, name string, loc core.Location, logger hclog.Logger) (*pluginproto.Client, error) {
+func launch(ctx context.Context, name string, loc storage.Location, logger hclog.Logger) (*pluginproto.Client, error) {
 	if launchedAsBundled() {
 		os.Stderr.WriteString("retain: this process was launched as bundled adapter plugin " +
 			strings.Join(os.Args[1:], " ") + " but its main does not dispatch " + PluginCommand +
@@ -75,7 +75,7 @@ func launch(ctx context.Context, name string, loc core.Location, logger hclog.Lo
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, &core.Error{Op: "launch", Kind: core.ErrUnavailable, Err: err,
+		return nil, &storage.Error{Op: "launch", Kind: storage.ErrUnavailable, Err: err,
 			Msg: fmt.Sprintf("cannot find this executable to run bundled adapter %q", name)}
 	}
 	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{
@@ -88,7 +88,7 @@ func launch(ctx context.Context, name string, loc core.Location, logger hclog.Lo
 	})
 	var ee *pluginproto.ExitError
 	if errors.As(err, &ee) && ee.Code == ExitNotDispatched {
-		return nil, &core.Error{Op: "launch", Kind: core.ErrInvalidArgument, Err: ErrNotDispatched, Msg: fmt.Sprintf(
+		return nil, &storage.Error{Op: "launch", Kind: storage.ErrInvalidArgument, Err: ErrNotDispatched, Msg: fmt.Sprintf(
 			"bundled adapter %q runs as a plugin of this executable (%s), but its main does not dispatch the plugin subcommand: "+
 				"put `if len(os.Args) >= 3 && os.Args[1] == bundled.PluginCommand { if err := bundled.Serve(os.Args[2]); err != nil { os.Exit(2) }; os.Exit(0) }` "+
 				"first in main, or open the store in this process with bundled.OpenInProcess",

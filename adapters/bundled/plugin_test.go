@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // TestMain dispatches the plugin subcommand as the retain binary does, so
@@ -28,11 +28,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func launchT(t *testing.T, name string) (*core.Store, error) {
+func launchT(t *testing.T, name string) (*storage.Store, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	loc, err := core.ParseLocation("file://" + t.TempDir())
+	loc, err := storage.ParseLocation("file://" + t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +48,15 @@ func TestBundledAdapterRunsAsPluginOfItsBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(context.Background(), "k", strings.NewReader("v"), core.PutOptions{}); err != nil {
+	if _, err := s.Put(context.Background(), "k", strings.NewReader("v"), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := launchT(t, "nope"); !errors.Is(err, core.ErrUnavailable) {
+	if _, err := launchT(t, "nope"); !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("an adapter this binary lacks: %v, want ErrUnavailable", err)
 	}
-	err = serveFrom([]core.Adapter{{Name: "s3"}, {Name: "localfs"}}, "gcs")
-	var ce *core.Error
-	if !errors.As(err, &ce) || ce.Kind != core.ErrInvalidArgument || !strings.Contains(ce.Msg, `"gcs"`) || !strings.Contains(ce.Msg, "localfs, s3") {
+	err = serveFrom([]storage.Adapter{{Name: "s3"}, {Name: "localfs"}}, "gcs")
+	var ce *storage.Error
+	if !errors.As(err, &ce) || ce.Kind != storage.ErrInvalidArgument || !strings.Contains(ce.Msg, `"gcs"`) || !strings.Contains(ce.Msg, "localfs, s3") {
 		t.Fatalf("serving an unknown adapter: %v", err)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // Endpoints that echo each request into their error answers: GCS echoing
@@ -62,7 +62,7 @@ func TestEchoingEndpointErrorsCarryNoCredential(t *testing.T) {
 			path, pk := serviceAccountKey(t, srv.URL+"/token")
 			t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 			_, err := openURIErr("gs://retain-test/p?conditional-delete=off&endpoint=" + srv.URL)
-			ce := testkit.WantKind(t, "open against an echoing endpoint", err, core.ErrPermissionDenied)
+			ce := storagetest.WantKind(t, "open against an echoing endpoint", err, storage.ErrPermissionDenied)
 			mu.Lock()
 			defer mu.Unlock()
 			secrets := append([]string{pk[40:80], pk[len(pk)-80 : len(pk)-40]}, seen...)

@@ -11,23 +11,23 @@ import (
 	"syscall"
 
 	"cloud.google.com/go/auth"
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 // mapErr classifies an error of the storage client from its typed form:
 // the client's sentinels, the HTTP status of a *googleapi.Error, the status
 // of a token endpoint's *auth.Error, network errors. Never message text.
-func mapErr(op, key string, err error) *core.Error {
-	var ce *core.Error
+func mapErr(op, key string, err error) *storage.Error {
+	var ce *storage.Error
 	if errors.As(err, &ce) {
 		return ce
 	}
 	kind, msg := classify(err)
-	return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
+	return &storage.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
 }
 
 // responseError is what an error records of an error answer of GCS or of
@@ -60,7 +60,7 @@ func (e *responseError) Error() string {
 
 func (e *responseError) Unwrap() error { return e.err }
 
-// causeOf is what a *core.Error records of a client error: a
+// causeOf is what a *storage.Error records of a client error: a
 // responseError for an answer of GCS or the token endpoint, any other
 // error with its text masked.
 func causeOf(err error) error {
@@ -97,28 +97,28 @@ func causeOf(err error) error {
 	return redact.Error(err)
 }
 
-func classify(err error) (core.Kind, string) {
+func classify(err error) (storage.Kind, string) {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return core.ErrTransient, "context done"
+		return storage.ErrTransient, "context done"
 	}
-	if errors.Is(err, storage.ErrBucketNotExist) {
-		return core.ErrNotFound, "the bucket does not exist"
+	if errors.Is(err, gcsapi.ErrBucketNotExist) {
+		return storage.ErrNotFound, "the bucket does not exist"
 	}
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return core.ErrNotFound, ""
+	if errors.Is(err, gcsapi.ErrObjectNotExist) {
+		return storage.ErrNotFound, ""
 	}
 	// The token endpoint's refusal comes wrapped in the request's error:
 	// look for it before the HTTP status of the storage call.
 	var ae *auth.Error
 	if errors.As(err, &ae) {
 		if ae.Response == nil {
-			return core.ErrPermissionDenied, "the credentials could not produce an access token"
+			return storage.ErrPermissionDenied, "the credentials could not produce an access token"
 		}
 		switch c := ae.Response.StatusCode; {
 		case c == 408 || c == 429 || c >= 500:
-			return core.ErrTransient, "the token endpoint is unavailable"
+			return storage.ErrTransient, "the token endpoint is unavailable"
 		default:
-			return core.ErrPermissionDenied, fmt.Sprintf("the token endpoint refused the credentials (HTTP %d)", c)
+			return storage.ErrPermissionDenied, fmt.Sprintf("the token endpoint refused the credentials (HTTP %d)", c)
 		}
 	}
 	var ge *googleapi.Error
@@ -127,34 +127,34 @@ func classify(err error) (core.Kind, string) {
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed) {
-		return core.ErrTransient, "the connection failed"
+		return storage.ErrTransient, "the connection failed"
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return core.ErrTransient, "network error"
+		return storage.ErrTransient, "network error"
 	}
-	return core.ErrUnknown, ""
+	return storage.ErrUnknown, ""
 }
 
 // kindOfStatus maps a GCS JSON API status code.
-func kindOfStatus(code int) (core.Kind, string) {
+func kindOfStatus(code int) (storage.Kind, string) {
 	switch {
 	case code == 400:
-		return core.ErrInvalidArgument, "GCS refused the request as invalid"
+		return storage.ErrInvalidArgument, "GCS refused the request as invalid"
 	case code == 401 || code == 403:
-		return core.ErrPermissionDenied, "GCS refused access: check the credentials' IAM roles on the bucket (storage.objects.*)"
+		return storage.ErrPermissionDenied, "GCS refused access: check the credentials' IAM roles on the bucket (storage.objects.*)"
 	case code == 404:
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case code == 412:
-		return core.ErrPreconditionFailed, ""
+		return storage.ErrPreconditionFailed, ""
 	case code == 413:
-		return core.ErrLimitExceeded, "GCS refused the request as too large"
+		return storage.ErrLimitExceeded, "GCS refused the request as too large"
 	case code == 408 || code == 429:
-		return core.ErrTransient, "GCS asked to slow down or timed out"
+		return storage.ErrTransient, "GCS asked to slow down or timed out"
 	case code >= 500 && code < 600:
-		return core.ErrTransient, "GCS server error"
+		return storage.ErrTransient, "GCS server error"
 	}
-	return core.ErrUnknown, ""
+	return storage.ErrUnknown, ""
 }
 
 // httpCode is the HTTP status of a storage error, 0 if it has none.
@@ -168,18 +168,18 @@ func httpCode(err error) int {
 
 // mapErrBucket maps an error of a bucket-level call (list), where the
 // client reports a 404 as ErrBucketNotExist, naming the bucket.
-func (d *Driver) mapErrBucket(op, key string, err error) *core.Error {
-	if errors.Is(err, storage.ErrBucketNotExist) || httpCode(err) == 404 {
+func (d *Driver) mapErrBucket(op, key string, err error) *storage.Error {
+	if errors.Is(err, gcsapi.ErrBucketNotExist) || httpCode(err) == 404 {
 		return d.bucketGone(op, key, err)
 	}
 	return d.mapErr(op, key, err)
 }
 
-func (d *Driver) bucketGone(op, key string, err error) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
+func (d *Driver) bucketGone(op, key string, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound,
 		Msg: fmt.Sprintf("bucket %q does not exist (or is not visible to these credentials)", d.bucketName), Err: causeOf(err)}
 }
 
-func ctxErr(op, key string, err error) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+func ctxErr(op, key string, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "context done", Err: err}
 }

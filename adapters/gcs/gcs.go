@@ -44,12 +44,12 @@ import (
 
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials"
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 const (
@@ -93,10 +93,10 @@ const (
 )
 
 // Adapter opens gs:// stores.
-var Adapter = core.Adapter{
+var Adapter = storage.Adapter{
 	Name:    Name,
 	Schemes: []string{Scheme},
-	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+	Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 		d, err := Open(ctx, loc)
 		if err != nil {
 			return nil, err
@@ -106,21 +106,21 @@ var Adapter = core.Adapter{
 }
 
 // Driver is a GCS store: one bucket and a key prefix. It implements
-// core.Driver and is safe for concurrent use.
+// storage.Driver and is safe for concurrent use.
 type Driver struct {
-	client     *storage.Client
-	bucket     *storage.BucketHandle
+	client     *gcsapi.Client
+	bucket     *gcsapi.BucketHandle
 	bucketName string
 	// prefix is the store prefix with a trailing '/', or empty.
 	prefix string
 	del    deleteStrategy
-	caps   core.Capabilities
-	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	caps   storage.Capabilities
+	// readOnly: opened read-only (storage.Location.ReadOnly): no probe ran and
 	// every write is refused.
 	readOnly bool
 }
 
-var _ core.Driver = (*Driver)(nil)
+var _ storage.Driver = (*Driver)(nil)
 
 // config is what the store URI's options say.
 type config struct {
@@ -132,18 +132,18 @@ type config struct {
 // '_' and '.'; 3 to 222 characters; starting and ending alphanumeric).
 var bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$`)
 
-func parseConfig(loc core.Location) (config, error) {
+func parseConfig(loc storage.Location) (config, error) {
 	const op = "open"
 	where := storeName(loc)
 	if loc.Scheme != Scheme {
-		return config{}, core.Errorf(op, where, core.ErrInvalidArgument, "the gcs adapter serves gs:// locations, not %q", loc.Scheme)
+		return config{}, storage.Errorf(op, where, storage.ErrInvalidArgument, "the gcs adapter serves gs:// locations, not %q", loc.Scheme)
 	}
 	if !bucketName.MatchString(loc.Bucket) {
-		return config{}, core.Errorf(op, where, core.ErrInvalidArgument,
+		return config{}, storage.Errorf(op, where, storage.ErrInvalidArgument,
 			"%q is not a GCS bucket name: 3-222 lowercase letters, digits, '-', '_' or '.', starting and ending with a letter or digit", loc.Bucket)
 	}
 	if loc.Prefix != "" {
-		if err := core.ValidatePrefix(op, loc.Prefix); err != nil {
+		if err := storage.ValidatePrefix(op, loc.Prefix); err != nil {
 			return config{}, err
 		}
 	}
@@ -154,7 +154,7 @@ func parseConfig(loc core.Location) (config, error) {
 		case optEndpoint:
 			ep, err := normalizeEndpoint(v)
 			if err != nil {
-				return config{}, core.Errorf(op, where, core.ErrInvalidArgument, "endpoint: %v", err)
+				return config{}, storage.Errorf(op, where, storage.ErrInvalidArgument, "endpoint: %v", err)
 			}
 			cfg.endpoint = ep
 		case optConditionalDelete:
@@ -162,7 +162,7 @@ func parseConfig(loc core.Location) (config, error) {
 			case modeAuto, modeOn, modeOff:
 				cfg.condDel = v
 			default:
-				return config{}, core.Errorf(op, where, core.ErrInvalidArgument,
+				return config{}, storage.Errorf(op, where, storage.ErrInvalidArgument,
 					"conditional-delete=%q: use auto (probe at open), on or off", v)
 			}
 		default:
@@ -171,7 +171,7 @@ func parseConfig(loc core.Location) (config, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		return config{}, core.Errorf(op, where, core.ErrInvalidArgument,
+		return config{}, storage.Errorf(op, where, storage.ErrInvalidArgument,
 			"unknown option(s) %s: the gcs adapter takes endpoint and conditional-delete", strings.Join(unknown, ", "))
 	}
 	return cfg, nil
@@ -204,18 +204,18 @@ func normalizeEndpoint(s string) (string, error) {
 // STORAGE_EMULATOR_HOST, else Application Default Credentials), checks
 // that the bucket exists and can be listed, and with
 // conditional-delete=auto probes what the endpoint honours.
-func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+func Open(ctx context.Context, loc storage.Location) (*Driver, error) {
 	return openWith(ctx, loc, testHooks{})
 }
 
-func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver, error) {
+func openWith(ctx context.Context, loc storage.Location, hooks testHooks) (*Driver, error) {
 	const op = "open"
 	cfg, err := parseConfig(loc)
 	if err != nil {
 		return nil, err
 	}
 	where := storeName(loc)
-	opts := []option.ClientOption{storage.WithDisabledClientMetrics()}
+	opts := []option.ClientOption{gcsapi.WithDisabledClientMetrics()}
 	if cfg.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(cfg.endpoint))
 	}
@@ -223,9 +223,9 @@ func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver,
 	if emulator == "" {
 		// Detect the credentials here rather than inside the client, which
 		// defers a failure to the first request as an untyped error.
-		creds, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: []string{storage.ScopeReadWrite}})
+		creds, err := credentials.DetectDefault(&credentials.DetectOptions{Scopes: []string{gcsapi.ScopeReadWrite}})
 		if err != nil {
-			return nil, &core.Error{Op: op, Key: where, Kind: core.ErrPermissionDenied,
+			return nil, &storage.Error{Op: op, Key: where, Kind: storage.ErrPermissionDenied,
 				Msg: "no usable Google credentials: set GOOGLE_APPLICATION_CREDENTIALS to a key file, run `gcloud auth application-default login`, or run on Google Cloud (or set STORAGE_EMULATOR_HOST for an emulator)",
 				Err: redact.Error(err)}
 		}
@@ -237,7 +237,7 @@ func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver,
 	}
 	// The client may keep the context it was built with for its
 	// transport; the driver outlives Open's.
-	client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
+	client, err := gcsapi.NewClient(context.WithoutCancel(ctx), opts...)
 	if err != nil {
 		return nil, mapErr(op, where, fmt.Errorf("creating the storage client: %w", err))
 	}
@@ -289,7 +289,7 @@ func (m maskedTokens) Token(ctx context.Context) (*auth.Token, error) {
 // bucket into a not-found error naming it (object calls cannot tell a
 // missing bucket from a missing object).
 func (d *Driver) checkBucket(ctx context.Context, where string) error {
-	it := d.bucket.Objects(ctx, &storage.Query{Prefix: d.prefix, Projection: storage.ProjectionNoACL})
+	it := d.bucket.Objects(ctx, &gcsapi.Query{Prefix: d.prefix, Projection: gcsapi.ProjectionNoACL})
 	it.PageInfo().MaxSize = 1
 	if _, err := it.Next(); err != nil && err != iterator.Done {
 		return d.mapErrBucket("open", where, err)
@@ -299,12 +299,12 @@ func (d *Driver) checkBucket(ctx context.Context, where string) error {
 
 // setup fixes the capabilities, probing conditional delete if asked to.
 func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
-	caps := core.Capabilities{
-		CreateIfAbsent: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+	caps := storage.Capabilities{
+		CreateIfAbsent: storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "upload with ifGenerationMatch=0 (Conditions.DoesNotExist): GCS answers 412 if any live generation exists, atomically for every writer"},
-		ReplaceIfVersion: core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+		ReplaceIfVersion: storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "upload with ifGenerationMatch=<generation>: GCS answers 412 unless that generation is the live one"},
-		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
+		Limits:         storage.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		ListDelimiter:  true,
@@ -319,7 +319,7 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 		},
 	}
 	if d.readOnly {
-		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		none := storage.Capability{Level: storage.LevelNone, Reason: "opened read-only"}
 		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
 		caps.ReadOnly = true
 		caps.Notes = append(caps.Notes, "opened read-only: the endpoint was not probed and every write is refused")
@@ -350,7 +350,7 @@ func (d *Driver) setup(ctx context.Context, cfg config, target string) error {
 
 // storeName names the store in messages: scheme, bucket and prefix, never
 // the options (an endpoint could carry user information).
-func storeName(loc core.Location) string {
+func storeName(loc storage.Location) string {
 	loc.Options = nil
 	return loc.String()
 }
@@ -358,9 +358,9 @@ func storeName(loc core.Location) string {
 func envEmulator() string { return os.Getenv(emulatorEnv) }
 
 // Capabilities declares what this instance provides; it never changes.
-func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
+func (d *Driver) Capabilities(ctx context.Context) (storage.Capabilities, error) {
 	if err := ctx.Err(); err != nil {
-		return core.Capabilities{}, ctxErr("capabilities", "", err)
+		return storage.Capabilities{}, ctxErr("capabilities", "", err)
 	}
 	c := d.caps
 	c.Notes = append([]string(nil), c.Notes...)
@@ -376,17 +376,17 @@ func (d *Driver) Prefix() string { return strings.TrimSuffix(d.prefix, "/") }
 func (d *Driver) Close() error { return d.client.Close() }
 
 // AcquireGate refuses: the adapter declares no gates.
-func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+func (d *Driver) AcquireGate(ctx context.Context, name string) (storage.GateLease, error) {
 	if d.readOnly {
-		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+		return storage.GateLease{}, storage.ReadOnlyError("acquire-gate", name)
 	}
-	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported,
+	return storage.GateLease{}, storage.Errorf("acquire-gate", name, storage.ErrUnsupported,
 		"gate %q is not declared: the gcs adapter offers no gates (GCS has no lock that survives a crashed holder)", name)
 }
 
 // ReleaseGate refuses: no gate can be held.
-func (d *Driver) ReleaseGate(ctx context.Context, lease core.GateLease) error {
-	return core.Errorf("release-gate", lease.Name, core.ErrUnsupported,
+func (d *Driver) ReleaseGate(ctx context.Context, lease storage.GateLease) error {
+	return storage.Errorf("release-gate", lease.Name, storage.ErrUnsupported,
 		"gate %q is not declared: the gcs adapter offers no gates", lease.Name)
 }
 
@@ -397,7 +397,7 @@ func (d *Driver) objectName(op, key string) (string, error) {
 	}
 	name := d.prefix + key
 	if len(name) > maxObjectName {
-		return "", core.Errorf(op, key, core.ErrInvalidArgument,
+		return "", storage.Errorf(op, key, storage.ErrInvalidArgument,
 			"with the store prefix the object name is %d bytes; GCS allows at most %d", len(name), maxObjectName)
 	}
 	return name, nil
@@ -405,11 +405,11 @@ func (d *Driver) objectName(op, key string) (string, error) {
 
 // checkKey runs the contract's key rules and the adapter's reserved name.
 func checkKey(op, key string) error {
-	if err := core.ValidateKey(op, key); err != nil {
+	if err := storage.ValidateKey(op, key); err != nil {
 		return err
 	}
 	if key == probeDir || strings.HasPrefix(key, probeDir+"/") {
-		return core.Errorf(op, key, core.ErrInvalidArgument,
+		return storage.Errorf(op, key, storage.ErrInvalidArgument,
 			"invalid key: the top-level segment %q is reserved for the gcs adapter's probe", probeDir)
 	}
 	return nil

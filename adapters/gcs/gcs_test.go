@@ -23,20 +23,20 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"google.golang.org/api/googleapi"
 
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 func TestMain(m *testing.M) {
 	// The test binary serves this adapter as a plugin of itself and runs
 	// the conformance worker processes.
-	conformance.Dispatch([]core.Adapter{Adapter})
+	conformance.Dispatch([]storage.Adapter{Adapter})
 	os.Exit(m.Run())
 }
 
@@ -69,7 +69,7 @@ func openURI(t *testing.T, uri string) *Driver {
 }
 
 func openURIErr(uri string) (*Driver, error) {
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, err
 	}
@@ -78,11 +78,11 @@ func openURIErr(uri string) (*Driver, error) {
 	return Open(ctx, loc)
 }
 
-func put(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
-	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
+func put(d *Driver, key, body string, mode storage.PutMode, ifv string) (storage.Info, error) {
+	return d.Put(bg, key, strings.NewReader(body), storage.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func read(t *testing.T, d *Driver, key string) (string, core.Info) {
+func read(t *testing.T, d *Driver, key string) (string, storage.Info) {
 	t.Helper()
 	r, err := d.Get(bg, key)
 	if err != nil {
@@ -125,12 +125,12 @@ func TestOptionsAndLocation(t *testing.T) {
 		{"gs://b/p", "not a GCS bucket name"},
 		{"s3://bucket/p", "serves gs://"},
 	} {
-		loc, err := core.ParseLocation(tc.uri)
+		loc, err := storage.ParseLocation(tc.uri)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.uri, err)
 		}
 		_, err = Open(bg, loc)
-		testkit.WantKind(t, tc.uri, err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, tc.uri, err, storage.ErrInvalidArgument)
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %q does not say %q", tc.uri, err, tc.want)
 		}
@@ -158,57 +158,57 @@ func TestErrorMappingEmulator(t *testing.T) {
 	ctx := bg
 
 	_, err := d.Get(ctx, "missing")
-	testkit.WantKind(t, "get of a missing key", err, core.ErrNotFound)
+	storagetest.WantKind(t, "get of a missing key", err, storage.ErrNotFound)
 	_, err = d.Stat(ctx, "missing")
-	testkit.WantKind(t, "stat of a missing key", err, core.ErrNotFound)
-	if err := d.Delete(ctx, "missing", core.DeleteOptions{}); err != nil {
+	storagetest.WantKind(t, "stat of a missing key", err, storage.ErrNotFound)
+	if err := d.Delete(ctx, "missing", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
 
-	v1, err := put(d, "k", "one", core.PutCreateIfAbsent, "")
+	v1, err := put(d, "k", "one", storage.PutCreateIfAbsent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = put(d, "k", "two", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
+	_, err = put(d, "k", "two", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create on an existing key", err, storage.ErrAlreadyExists)
 	if body, _ := read(t, d, "k"); body != "one" {
 		t.Fatalf("a lost create changed the body to %q", body)
 	}
-	v2, err := put(d, "k", "two", core.PutReplaceIfVersion, v1.Version)
+	v2, err := put(d, "k", "two", storage.PutReplaceIfVersion, v1.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = put(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-	testkit.WantKind(t, "replace with a stale generation", err, core.ErrPreconditionFailed)
-	_, err = put(d, "nope", "x", core.PutReplaceIfVersion, v1.Version)
-	testkit.WantKind(t, "replace of a missing key", err, core.ErrNotFound)
-	_, err = put(d, "k", "x", core.PutReplaceIfVersion, "not-a-generation")
-	testkit.WantKind(t, "replace with a token that is no generation", err, core.ErrPreconditionFailed)
-	_, err = put(d, "nope", "x", core.PutReplaceIfVersion, "not-a-generation")
-	testkit.WantKind(t, "replace of a missing key with a token that is no generation", err, core.ErrNotFound)
+	_, err = put(d, "k", "stale", storage.PutReplaceIfVersion, v1.Version)
+	storagetest.WantKind(t, "replace with a stale generation", err, storage.ErrPreconditionFailed)
+	_, err = put(d, "nope", "x", storage.PutReplaceIfVersion, v1.Version)
+	storagetest.WantKind(t, "replace of a missing key", err, storage.ErrNotFound)
+	_, err = put(d, "k", "x", storage.PutReplaceIfVersion, "not-a-generation")
+	storagetest.WantKind(t, "replace with a token that is no generation", err, storage.ErrPreconditionFailed)
+	_, err = put(d, "nope", "x", storage.PutReplaceIfVersion, "not-a-generation")
+	storagetest.WantKind(t, "replace of a missing key with a token that is no generation", err, storage.ErrNotFound)
 
-	err = d.Delete(ctx, "k", core.DeleteOptions{IfVersion: v1.Version})
-	testkit.WantKind(t, "delete with a stale generation", err, core.ErrPreconditionFailed)
+	err = d.Delete(ctx, "k", storage.DeleteOptions{IfVersion: v1.Version})
+	storagetest.WantKind(t, "delete with a stale generation", err, storage.ErrPreconditionFailed)
 	if body, _ := read(t, d, "k"); body != "two" {
 		t.Fatalf("a refused delete changed the body to %q", body)
 	}
-	err = d.Delete(ctx, "nope", core.DeleteOptions{IfVersion: v1.Version})
-	testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
-	if err := d.Delete(ctx, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
+	err = d.Delete(ctx, "nope", storage.DeleteOptions{IfVersion: v1.Version})
+	storagetest.WantKind(t, "delete-if-version of a missing key", err, storage.ErrNotFound)
+	if err := d.Delete(ctx, "k", storage.DeleteOptions{IfVersion: v2.Version}); err != nil {
 		t.Fatalf("delete with the live generation: %v", err)
 	}
 	_, err = d.Stat(ctx, "k")
-	testkit.WantKind(t, "stat after delete", err, core.ErrNotFound)
+	storagetest.WantKind(t, "stat after delete", err, storage.ErrNotFound)
 
 	for _, k := range []string{".retain-probe/x", ".retain-probe", "a//b", strings.Repeat("k", 1020)} {
-		_, err := put(d, k, "x", core.PutOverwrite, "")
-		testkit.WantKind(t, "put of key "+k[:min(len(k), 20)], err, core.ErrInvalidArgument)
+		_, err := put(d, k, "x", storage.PutOverwrite, "")
+		storagetest.WantKind(t, "put of key "+k[:min(len(k), 20)], err, storage.ErrInvalidArgument)
 	}
 	_, err = d.AcquireGate(ctx, "metadata")
-	testkit.WantKind(t, "acquire of an undeclared gate", err, core.ErrUnsupported)
+	storagetest.WantKind(t, "acquire of an undeclared gate", err, storage.ErrUnsupported)
 
 	_, err = openURIErr("gs://no-such-bucket/p")
-	ce := testkit.WantKind(t, "open of a missing bucket", err, core.ErrNotFound)
+	ce := storagetest.WantKind(t, "open of a missing bucket", err, storage.ErrNotFound)
 	t.Log(ce)
 	if !strings.Contains(ce.Error(), `"no-such-bucket"`) {
 		t.Fatalf("the error does not name the bucket: %v", ce)
@@ -219,11 +219,11 @@ func TestErrorMappingEmulator(t *testing.T) {
 // ends, and the error is transient.
 func TestUnreachableIsTransient(t *testing.T) {
 	t.Setenv(emulatorEnv, fmt.Sprintf("127.0.0.1:%d", emulator.FreePort(t)))
-	loc, _ := core.ParseLocation("gs://retain-test/p?conditional-delete=off")
+	loc, _ := storage.ParseLocation("gs://retain-test/p?conditional-delete=off")
 	ctx, cancel := context.WithTimeout(bg, 2*time.Second)
 	defer cancel()
 	_, err := Open(ctx, loc)
-	t.Log(testkit.WantKind(t, "open against a closed port", err, core.ErrTransient))
+	t.Log(storagetest.WantKind(t, "open against a closed port", err, storage.ErrTransient))
 }
 
 // --- credentials ----------------------------------------------------------
@@ -269,7 +269,7 @@ func TestBadCredentials(t *testing.T) {
 		os.WriteFile(path, []byte(`{"type":"service_account","private_key":"-----BEGIN PRIVATE KEY-----\nc2VjcmV0\n-----END PRIVATE KEY-----\n"}`), 0o600)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 		_, err := openURIErr(uri)
-		ce := testkit.WantKind(t, "open with an unusable key file", err, core.ErrPermissionDenied)
+		ce := storagetest.WantKind(t, "open with an unusable key file", err, storage.ErrPermissionDenied)
 		t.Log(ce)
 		if strings.Contains(ce.Error(), "c2VjcmV0") {
 			t.Fatalf("the error carries the key: %v", ce)
@@ -291,7 +291,7 @@ func TestBadCredentials(t *testing.T) {
 		path, pk := serviceAccountKey(t, tok.URL)
 		t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", path)
 		_, err := openURIErr(uri)
-		ce := testkit.WantKind(t, "open with credentials the token endpoint refuses", err, core.ErrPermissionDenied)
+		ce := storagetest.WantKind(t, "open with credentials the token endpoint refuses", err, storage.ErrPermissionDenied)
 		t.Log(ce)
 		if calls.Load() == 0 {
 			t.Fatal("the token endpoint was never asked")
@@ -401,7 +401,7 @@ func TestLostResponseReadBack(t *testing.T) {
 
 	t.Run("create", func(t *testing.T) {
 		n := loseFirst(isUpload, nil)
-		info, err := put(d, "c", "mine", core.PutCreateIfAbsent, "")
+		info, err := put(d, "c", "mine", storage.PutCreateIfAbsent, "")
 		if err != nil {
 			t.Fatalf("create whose first answer was lost: %v", err)
 		}
@@ -416,9 +416,9 @@ func TestLostResponseReadBack(t *testing.T) {
 
 	t.Run("replace", func(t *testing.T) {
 		p.set(nil)
-		v := testkit.MustPut(t, d, "r", "one")
+		v := storagetest.MustPut(t, d, "r", "one")
 		n := loseFirst(isUpload, nil)
-		info, err := put(d, "r", "two", core.PutReplaceIfVersion, v.Version)
+		info, err := put(d, "r", "two", storage.PutReplaceIfVersion, v.Version)
 		if err != nil || n.Load() < 2 {
 			t.Fatalf("replace whose first answer was lost: %v (%d upload requests)", err, n.Load())
 		}
@@ -431,40 +431,40 @@ func TestLostResponseReadBack(t *testing.T) {
 		// Our write lands, another writer replaces it, then the retry gets
 		// 412: whether our write happened cannot be told from the object.
 		p.set(nil)
-		v := testkit.MustPut(t, d, "o", "one")
+		v := storagetest.MustPut(t, d, "o", "one")
 		loseFirst(isUpload, func() {
 			other := openURIWith(t, "gs://retain-test/lost", emu)
-			testkit.MustPut(t, other, "o", "someone else")
+			storagetest.MustPut(t, other, "o", "someone else")
 		})
-		_, err := put(d, "o", "two", core.PutReplaceIfVersion, v.Version)
-		testkit.WantKind(t, "replace retried after being overtaken", err, core.ErrUnknown)
+		_, err := put(d, "o", "two", storage.PutReplaceIfVersion, v.Version)
+		storagetest.WantKind(t, "replace retried after being overtaken", err, storage.ErrUnknown)
 	})
 
 	t.Run("delete-if-version", func(t *testing.T) {
 		p.set(nil)
-		v := testkit.MustPut(t, d, "dv", "one")
+		v := storagetest.MustPut(t, d, "dv", "one")
 		n := loseFirst(func(r *http.Request) bool { return r.Method == http.MethodDelete }, nil)
-		if err := d.Delete(bg, "dv", core.DeleteOptions{IfVersion: v.Version}); err != nil || n.Load() < 2 {
+		if err := d.Delete(bg, "dv", storage.DeleteOptions{IfVersion: v.Version}); err != nil || n.Load() < 2 {
 			t.Fatalf("delete whose first answer was lost: %v (%d delete requests)", err, n.Load())
 		}
 		_, err := d.Stat(bg, "dv")
-		testkit.WantKind(t, "stat after delete", err, core.ErrNotFound)
+		storagetest.WantKind(t, "stat after delete", err, storage.ErrNotFound)
 	})
 
 	t.Run("injected statuses", func(t *testing.T) {
 		// GCS answers the emulator never gives, in GCS's JSON form.
-		for code, kind := range map[int]core.Kind{
-			403: core.ErrPermissionDenied, 401: core.ErrPermissionDenied,
-			413: core.ErrLimitExceeded, 400: core.ErrInvalidArgument,
+		for code, kind := range map[int]storage.Kind{
+			403: storage.ErrPermissionDenied, 401: storage.ErrPermissionDenied,
+			413: storage.ErrLimitExceeded, 400: storage.ErrInvalidArgument,
 		} {
 			p.set(func(w http.ResponseWriter, r *http.Request, _ func() *http.Response) bool {
 				gcsError(w, code, "injected")
 				return true
 			})
-			_, err := put(d, "s", "x", core.PutOverwrite, "")
-			testkit.WantKind(t, fmt.Sprintf("put answered %d", code), err, kind)
+			_, err := put(d, "s", "x", storage.PutOverwrite, "")
+			storagetest.WantKind(t, fmt.Sprintf("put answered %d", code), err, kind)
 			_, err = d.Stat(bg, "s")
-			testkit.WantKind(t, fmt.Sprintf("stat answered %d", code), err, kind)
+			storagetest.WantKind(t, fmt.Sprintf("stat answered %d", code), err, kind)
 		}
 		p.set(nil)
 	})
@@ -485,7 +485,7 @@ func openURIWith(t *testing.T, uri string, emu *emulator.GCS) *Driver {
 
 // notFoundErr is the error the client returns for a 404 on an object.
 func notFoundErr() error {
-	return fmt.Errorf("%w: %w", storage.ErrObjectNotExist, &googleapi.Error{Code: 404})
+	return fmt.Errorf("%w: %w", gcsapi.ErrObjectNotExist, &googleapi.Error{Code: 404})
 }
 
 func TestDecideDelete(t *testing.T) {
@@ -505,25 +505,25 @@ func TestDecideDelete(t *testing.T) {
 		mode       string
 		gen, match *delObservation
 		want       deleteStrategy
-		level      core.Level
+		level      storage.Level
 		reason     string
 	}{
-		{"off", modeOff, nil, nil, delNone, core.LevelNone, "conditional-delete=off"},
-		{"on", modeOn, nil, nil, delByGeneration, core.LevelNative, "not probed"},
-		{"auto, generation honoured", modeAuto, good, nil, delByGeneration, core.LevelNative, "probed at open"},
-		{"auto, versioned bucket, match honoured", modeAuto, versioned, matchOK, delByMatch, core.LevelNative, "ifGenerationMatch"},
-		{"auto, versioned bucket, match ignored", modeAuto, versioned, matchIgnored, delNone, core.LevelNone, "answered success and the live object was gone"},
-		{"auto, versioned bucket, match not probed", modeAuto, versioned, nil, delNone, core.LevelNone, "answered success and the object was kept"},
-		{"auto, live generation not deleted", modeAuto, keptLive, nil, delNone, core.LevelNone, "with the live generation answered 404 and the object was kept"},
-		{"auto, probe skipped", modeAuto, skipped, nil, delNone, core.LevelNone, "permission denied"},
-		{"auto, no probe", modeAuto, nil, nil, delNone, core.LevelNone, "not probed"},
+		{"off", modeOff, nil, nil, delNone, storage.LevelNone, "conditional-delete=off"},
+		{"on", modeOn, nil, nil, delByGeneration, storage.LevelNative, "not probed"},
+		{"auto, generation honoured", modeAuto, good, nil, delByGeneration, storage.LevelNative, "probed at open"},
+		{"auto, versioned bucket, match honoured", modeAuto, versioned, matchOK, delByMatch, storage.LevelNative, "ifGenerationMatch"},
+		{"auto, versioned bucket, match ignored", modeAuto, versioned, matchIgnored, delNone, storage.LevelNone, "answered success and the live object was gone"},
+		{"auto, versioned bucket, match not probed", modeAuto, versioned, nil, delNone, storage.LevelNone, "answered success and the object was kept"},
+		{"auto, live generation not deleted", modeAuto, keptLive, nil, delNone, storage.LevelNone, "with the live generation answered 404 and the object was kept"},
+		{"auto, probe skipped", modeAuto, skipped, nil, delNone, storage.LevelNone, "permission denied"},
+		{"auto, no probe", modeAuto, nil, nil, delNone, storage.LevelNone, "not probed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c, note := decideDelete(tc.mode, tc.gen, tc.match)
 			if s != tc.want || c.Level != tc.level {
 				t.Fatalf("got %v %v, want %v %v (%s)", s, c.Level, tc.want, tc.level, c.Reason)
 			}
-			if c.Level == core.LevelNative && c.Scope != core.ScopeGlobal {
+			if c.Level == storage.LevelNative && c.Scope != storage.ScopeGlobal {
 				t.Fatalf("native with scope %v", c.Scope)
 			}
 			if !strings.Contains(c.Reason+" | "+note, tc.reason) {
@@ -541,7 +541,7 @@ func TestProbe(t *testing.T) {
 
 	d := openURI(t, "gs://retain-test/pr")
 	c, _ := d.Capabilities(bg)
-	if c.DeleteIfVersion.Level != core.LevelNative || d.del != delByGeneration {
+	if c.DeleteIfVersion.Level != storage.LevelNative || d.del != delByGeneration {
 		t.Fatalf("fake-gcs-server honours a delete naming the generation; declared %v (%s)", c.DeleteIfVersion, c.DeleteIfVersion.Reason)
 	}
 	if left := objectsIn(t, emu, "retain-test", ""); len(left) > 0 {
@@ -553,26 +553,26 @@ func TestProbe(t *testing.T) {
 	// honoured, so none, and a conditional delete deletes nothing.
 	v := openURI(t, "gs://retain-versioned/pr")
 	c, _ = v.Capabilities(bg)
-	if c.DeleteIfVersion.Level != core.LevelNone {
+	if c.DeleteIfVersion.Level != storage.LevelNone {
 		t.Fatalf("versioned bucket on fake-gcs-server: declared %v (%s)", c.DeleteIfVersion, c.DeleteIfVersion.Reason)
 	}
 	t.Logf("versioned bucket: %s", c.DeleteIfVersion.Reason)
 	if left := objectsIn(t, emu, "retain-versioned", ""); len(left) > 0 {
 		t.Fatalf("the probes left %v", left)
 	}
-	info := testkit.MustPut(t, v, "k", "x")
-	err := v.Delete(bg, "k", core.DeleteOptions{IfVersion: info.Version})
-	testkit.WantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
+	info := storagetest.MustPut(t, v, "k", "x")
+	err := v.Delete(bg, "k", storage.DeleteOptions{IfVersion: info.Version})
+	storagetest.WantKind(t, "delete-if-version declared none", err, storage.ErrUnsupported)
 	if body, _ := read(t, v, "k"); body != "x" {
 		t.Fatal("an unsupported delete changed the object")
 	}
 
 	off := openURI(t, "gs://retain-test/pr?conditional-delete=off")
-	if c, _ := off.Capabilities(bg); c.DeleteIfVersion.Level != core.LevelNone {
+	if c, _ := off.Capabilities(bg); c.DeleteIfVersion.Level != storage.LevelNone {
 		t.Fatalf("conditional-delete=off declared %v", c.DeleteIfVersion)
 	}
 	on := openURI(t, "gs://retain-test/pr?conditional-delete=on")
-	if c, _ := on.Capabilities(bg); c.DeleteIfVersion.Level != core.LevelNative {
+	if c, _ := on.Capabilities(bg); c.DeleteIfVersion.Level != storage.LevelNative {
 		t.Fatalf("conditional-delete=on declared %v", c.DeleteIfVersion)
 	}
 }
@@ -587,9 +587,9 @@ func TestListHidesProbeAndStripsPrefix(t *testing.T) {
 	for _, name := range []string{"a/b/.retain-probe/left", "a/bc", "a/b/x"} {
 		emu.Server.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "retain-test", Name: name}, Content: []byte("z")})
 	}
-	testkit.MustPut(t, d, "y", "1")
+	storagetest.MustPut(t, d, "y", "1")
 	var keys []string
-	opts := core.ListOptions{PageSize: 1}
+	opts := storage.ListOptions{PageSize: 1}
 	for pages := 0; ; pages++ {
 		if pages > 5 {
 			t.Fatalf("paging does not end: %v", keys)
@@ -636,7 +636,7 @@ func TestEndpointOption(t *testing.T) {
 	emu := startEmu(t, "retain-test")
 	t.Setenv(emulatorEnv, fmt.Sprintf("127.0.0.1:%d", emulator.FreePort(t)))
 	d := openURI(t, "gs://retain-test/ep?endpoint=http://"+emu.Host)
-	testkit.MustPut(t, d, "k", "v")
+	storagetest.MustPut(t, d, "k", "v")
 	if body, _ := read(t, d, "k"); body != "v" {
 		t.Fatalf("read %q", body)
 	}
@@ -648,12 +648,12 @@ func TestConformanceFakeGCS(t *testing.T) {
 	emu := startEmu(t, "retain-conformance")
 	rep := conformance.Check(t, conformance.Config{
 		Adapter:   Name,
-		Adapters:  []core.Adapter{Adapter},
+		Adapters:  []storage.Adapter{Adapter},
 		Store:     "gs://retain-conformance/suite?conditional-delete=auto",
 		Backend:   emu.Name,
 		ReportDir: t.TempDir(),
 	}, "gcs-fake-gcs-server")
-	if rep.Capabilities.DeleteIfVersion.Level != core.LevelNative {
+	if rep.Capabilities.DeleteIfVersion.Level != storage.LevelNative {
 		t.Errorf("delete-if-version declared %v on fake-gcs-server", rep.Capabilities.DeleteIfVersion)
 	}
 	b, _ := json.MarshalIndent(rep.Capabilities, "", "  ")
@@ -667,7 +667,7 @@ func TestConformanceInProcess(t *testing.T) {
 	emu := startEmu(t, "retain-conformance")
 	conformance.Check(t, conformance.Config{
 		Adapter:   Name,
-		Adapters:  []core.Adapter{Adapter},
+		Adapters:  []storage.Adapter{Adapter},
 		Store:     "gs://retain-conformance/inproc",
 		Backend:   emu.Name,
 		InProcess: true,
@@ -682,13 +682,13 @@ func TestConformanceVersionedBucket(t *testing.T) {
 	emu.Server.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: "retain-versioned", VersioningEnabled: true})
 	rep := conformance.Check(t, conformance.Config{
 		Adapter:   Name,
-		Adapters:  []core.Adapter{Adapter},
+		Adapters:  []storage.Adapter{Adapter},
 		Store:     "gs://retain-versioned/suite",
 		Backend:   emu.Name + " (versioned bucket)",
 		Run:       "capability-honesty|conditional-delete|contract/",
 		ReportDir: t.TempDir(),
 	}, "gcs-fake-gcs-server-versioned")
-	if rep.Capabilities.DeleteIfVersion.Level != core.LevelNone {
+	if rep.Capabilities.DeleteIfVersion.Level != storage.LevelNone {
 		t.Errorf("delete-if-version declared %v on a versioned bucket", rep.Capabilities.DeleteIfVersion)
 	}
 }

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync"
 
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 const (
@@ -33,7 +33,7 @@ const (
 // the version in Info. The body is read raw (ReadCompressed), so its length
 // is the stored size that Stat and List report even for objects another
 // program stored with Content-Encoding: gzip.
-func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *Driver) Get(ctx context.Context, key string) (*storage.Reader, error) {
 	const op = "get"
 	name, err := d.objectName(op, key)
 	if err != nil {
@@ -44,8 +44,8 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 		return nil, d.mapErr(op, key, err)
 	}
 	if r.Attrs.Generation > 0 && r.Attrs.Size >= 0 {
-		info := core.Info{Key: key, Size: r.Attrs.Size, Version: genString(r.Attrs.Generation), ModTime: r.Attrs.LastModified}
-		return &core.Reader{Info: info, ReadCloser: &reader{r: r, key: key}}, nil
+		info := storage.Info{Key: key, Size: r.Attrs.Size, Version: genString(r.Attrs.Generation), ModTime: r.Attrs.LastModified}
+		return &storage.Reader{Info: info, ReadCloser: &reader{r: r, key: key}}, nil
 	}
 	// An endpoint that does not send the generation header: read the
 	// attributes, then exactly that generation.
@@ -55,28 +55,28 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 		return nil, d.mapErr(op, key, err)
 	}
 	r, err = d.bucket.Object(name).Generation(attrs.Generation).ReadCompressed(true).NewReader(ctx)
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return nil, &core.Error{Op: op, Key: key, Kind: core.ErrTransient,
+	if errors.Is(err, gcsapi.ErrObjectNotExist) {
+		return nil, &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient,
 			Msg: "the object was replaced between reading its attributes and its body; read again", Err: causeOf(err)}
 	}
 	if err != nil {
 		return nil, d.mapErr(op, key, err)
 	}
-	return &core.Reader{Info: infoOf(key, attrs), ReadCloser: &reader{r: r, key: key}}, nil
+	return &storage.Reader{Info: infoOf(key, attrs), ReadCloser: &reader{r: r, key: key}}, nil
 }
 
 // reader maps mid-stream failures to core errors.
 type reader struct {
-	r   *storage.Reader
+	r   *gcsapi.Reader
 	key string
 }
 
 func (r *reader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if err != nil && err != io.EOF {
-		if errors.Is(err, storage.ErrObjectNotExist) {
+		if errors.Is(err, gcsapi.ErrObjectNotExist) {
 			// A reopen after a broken stream found the generation gone.
-			return n, &core.Error{Op: "get", Key: r.key, Kind: core.ErrTransient,
+			return n, &storage.Error{Op: "get", Key: r.key, Kind: storage.ErrTransient,
 				Msg: "the object was replaced or deleted while being read; read again", Err: causeOf(err)}
 		}
 		return n, mapErr("get", r.key, err)
@@ -87,68 +87,68 @@ func (r *reader) Read(p []byte) (int, error) {
 func (r *reader) Close() error { return r.r.Close() }
 
 // Stat returns the object's info.
-func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
 	const op = "stat"
 	name, err := d.objectName(op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	attrs, err := d.bucket.Object(name).Attrs(ctx)
 	if err != nil {
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
 	return infoOf(key, attrs), nil
 }
 
 // Put writes body under key per opts.Mode.
-func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	const op = "put"
 	name, err := d.objectName(op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	if d.readOnly {
-		return core.Info{}, core.ReadOnlyError(op, key)
+		return storage.Info{}, storage.ReadOnlyError(op, key)
 	}
 	switch opts.Mode {
-	case core.PutOverwrite, core.PutCreateIfAbsent:
+	case storage.PutOverwrite, storage.PutCreateIfAbsent:
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
-	case core.PutReplaceIfVersion:
+	case storage.PutReplaceIfVersion:
 		if opts.IfVersion == "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "replace-if-version needs the expected version")
 		}
 	default:
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
 	}
 	if body == nil {
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "nil body: pass an empty reader for an empty object")
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "nil body: pass an empty reader for an empty object")
 	}
 	if err := ctx.Err(); err != nil {
-		return core.Info{}, ctxErr(op, key, err)
+		return storage.Info{}, ctxErr(op, key, err)
 	}
-	var conds *storage.Conditions
+	var conds *gcsapi.Conditions
 	switch opts.Mode {
-	case core.PutCreateIfAbsent:
-		conds = &storage.Conditions{DoesNotExist: true}
-	case core.PutReplaceIfVersion:
+	case storage.PutCreateIfAbsent:
+		conds = &gcsapi.Conditions{DoesNotExist: true}
+	case storage.PutReplaceIfVersion:
 		gen, ok := parseGen(opts.IfVersion)
 		if !ok {
 			// No generation of any object: it cannot match.
-			return core.Info{}, d.neverMatches(ctx, op, key, name, opts.IfVersion)
+			return storage.Info{}, d.neverMatches(ctx, op, key, name, opts.IfVersion)
 		}
-		conds = &storage.Conditions{GenerationMatch: gen}
+		conds = &gcsapi.Conditions{GenerationMatch: gen}
 	}
 	return d.write(ctx, op, key, name, body, conds)
 }
 
 // write uploads body to name under conds, reading a 412 back (see
 // afterPrecondition). Nothing is stored unless the whole body was read.
-func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader, conds *storage.Conditions) (core.Info, error) {
+func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader, conds *gcsapi.Conditions) (storage.Info, error) {
 	body, chunk, err := prepareBody(body)
 	if err != nil {
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
 	writeID := randHex()
 	at := attemptRecord{resumable: chunk >= maxChunk}
@@ -159,7 +159,7 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 		// An overwrite has no precondition, so the client's policy would
 		// not retry it; repeating one ends in the same state, as S3's and
 		// Azure's SDKs assume.
-		obj = obj.Retryer(storage.WithPolicy(storage.RetryAlways))
+		obj = obj.Retryer(gcsapi.WithPolicy(gcsapi.RetryAlways))
 	}
 	// Cancelling wctx before Close abandons the upload: the way to make
 	// sure a body that failed halfway is never stored.
@@ -175,7 +175,7 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 		// below): abandon the upload.
 		cancel()
 		w.Close()
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
 	if err == nil {
 		err = w.Close()
@@ -190,9 +190,9 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 		}
 		if httpCode(err) == 404 {
 			// Uploads do not 404 for a missing object: the bucket is gone.
-			return core.Info{}, d.bucketGone(op, key, err)
+			return storage.Info{}, d.bucketGone(op, key, err)
 		}
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
 	return infoOf(key, w.Attrs()), nil
 }
@@ -205,43 +205,43 @@ func (d *Driver) write(ctx context.Context, op, key, name string, body io.Reader
 // (the key exists) and a replace found another generation or no object;
 // when one may have been, the outcome is unknown: our write may have
 // landed and been replaced since.
-func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, conds *storage.Conditions, writeID string, maybeApplied bool, cause error) (core.Info, error) {
+func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, conds *gcsapi.Conditions, writeID string, maybeApplied bool, cause error) (storage.Info, error) {
 	create := conds.DoesNotExist
 	attrs, err := d.bucket.Object(name).Attrs(ctx)
 	switch {
 	case err == nil && attrs.Metadata[writeIDKey] == writeID:
 		return infoOf(key, attrs), nil
-	case (err == nil || errors.Is(err, storage.ErrObjectNotExist)) && maybeApplied:
+	case (err == nil || errors.Is(err, gcsapi.ErrObjectNotExist)) && maybeApplied:
 		// Reporting "exists" or "stale" could make the caller give up a
 		// key it holds or apply its change twice.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown,
 			Msg: "outcome unknown: the write was retried after an attempt whose answer was lost and GCS answered 412; the object does not hold this write now, so whether it landed (and was replaced or deleted since) is unknown: read the object before acting", Err: cause}
-	case err == nil || errors.Is(err, storage.ErrObjectNotExist):
+	case err == nil || errors.Is(err, gcsapi.ErrObjectNotExist):
 		exists := err == nil
 		if create {
 			// It existed when GCS refused the upload; whether it has been
 			// deleted since does not make this create a winner.
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists,
 				Msg: "create-if-absent: the key exists; nothing was written", Err: cause}
 		}
 		if !exists {
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound,
 				Msg: "replace-if-version: the key does not exist; nothing was written", Err: cause}
 		}
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 			Msg: "replace-if-version: the object has generation " + genString(attrs.Generation) + ", not " + genString(conds.GenerationMatch) + "; nothing was written", Err: cause}
 	default:
 		if create && !maybeApplied {
 			// A 412 no earlier attempt can explain is definite.
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists,
 				Msg: "create-if-absent: the key exists; nothing was written", Err: cause}
 		}
 		e := d.mapErr(op, key, err)
 		e.Msg = "GCS answered 412 and reading the object back to interpret it failed; the outcome of this write is unknown"
-		if e.Kind == core.ErrNotFound {
-			e.Kind = core.ErrUnknown
+		if e.Kind == storage.ErrNotFound {
+			e.Kind = storage.ErrUnknown
 		}
-		return core.Info{}, e
+		return storage.Info{}, e
 	}
 }
 
@@ -250,12 +250,12 @@ func (d *Driver) afterPrecondition(ctx context.Context, op, key, name string, co
 func (d *Driver) neverMatches(ctx context.Context, op, key, name, version string) error {
 	_, err := d.bucket.Object(name).Attrs(ctx)
 	switch {
-	case errors.Is(err, storage.ErrObjectNotExist):
-		return core.Errorf(op, key, core.ErrNotFound, "the key does not exist; nothing was changed")
+	case errors.Is(err, gcsapi.ErrObjectNotExist):
+		return storage.Errorf(op, key, storage.ErrNotFound, "the key does not exist; nothing was changed")
 	case err != nil:
 		return d.mapErr(op, key, err)
 	}
-	return core.Errorf(op, key, core.ErrPreconditionFailed,
+	return storage.Errorf(op, key, storage.ErrPreconditionFailed,
 		"version %q is not a GCS generation, so it is not the object's version; nothing was changed", version)
 }
 
@@ -287,14 +287,14 @@ func chunkFor(n int) int {
 }
 
 // Delete removes key per opts.
-func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (d *Driver) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	const op = "delete"
 	name, err := d.objectName(op, key)
 	if err != nil {
 		return err
 	}
 	if d.readOnly {
-		return core.ReadOnlyError(op, key)
+		return storage.ReadOnlyError(op, key)
 	}
 	if err := ctx.Err(); err != nil {
 		return ctxErr(op, key, err)
@@ -303,7 +303,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		return d.deleteAny(ctx, op, key, name)
 	}
 	if d.del == delNone {
-		return core.Errorf(op, key, core.ErrUnsupported,
+		return storage.Errorf(op, key, storage.ErrUnsupported,
 			"delete-if-version is not provided here: %s; nothing was deleted", d.caps.DeleteIfVersion.Reason)
 	}
 	gen, ok := parseGen(opts.IfVersion)
@@ -318,8 +318,8 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 // idempotent: a repeated delete of the same key ends in the same state.
 func (d *Driver) deleteAny(ctx context.Context, op, key, name string) error {
 	var at attemptRecord
-	err := d.bucket.Object(name).Retryer(storage.WithPolicy(storage.RetryAlways), at.option()).Delete(ctx)
-	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
+	err := d.bucket.Object(name).Retryer(gcsapi.WithPolicy(gcsapi.RetryAlways), at.option()).Delete(ctx)
+	if err == nil || errors.Is(err, gcsapi.ErrObjectNotExist) {
 		return nil
 	}
 	return d.mapErr(op, key, err)
@@ -335,58 +335,58 @@ func (d *Driver) deleteIfGen(ctx context.Context, op, key, name string, gen int6
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, storage.ErrObjectNotExist) && httpCode(err) != 412 {
+	if !errors.Is(err, gcsapi.ErrObjectNotExist) && httpCode(err) != 412 {
 		return d.mapErr(op, key, err)
 	}
 	attrs, aerr := d.bucket.Object(name).Attrs(ctx)
 	switch {
-	case errors.Is(aerr, storage.ErrObjectNotExist):
+	case errors.Is(aerr, gcsapi.ErrObjectNotExist):
 		if at.maybeApplied() {
 			// The first attempt may have deleted it and its answer was lost:
 			// generation gen is gone either way, which is what was asked.
 			return nil
 		}
-		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "the key does not exist; nothing was deleted", Err: causeOf(err)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "the key does not exist; nothing was deleted", Err: causeOf(err)}
 	case aerr != nil:
 		e := d.mapErr(op, key, aerr)
 		e.Msg = "the conditional delete was refused and reading the object back to interpret it failed"
-		if e.Kind == core.ErrNotFound {
-			e.Kind = core.ErrUnknown
+		if e.Kind == storage.ErrNotFound {
+			e.Kind = storage.ErrUnknown
 		}
 		return e
 	case attrs.Generation == gen:
-		return &core.Error{Op: op, Key: key, Kind: core.ErrUnknown,
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown,
 			Msg: "GCS refused to delete generation " + genString(gen) + " although it is the live one; nothing was deleted", Err: causeOf(err)}
 	}
-	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 		Msg: "the object has generation " + genString(attrs.Generation) + ", not " + genString(gen) + "; nothing was deleted", Err: causeOf(err)}
 }
 
 // deleteWith issues one conditional delete of generation gen.
-func deleteWith(ctx context.Context, obj *storage.ObjectHandle, s deleteStrategy, gen int64) error {
+func deleteWith(ctx context.Context, obj *gcsapi.ObjectHandle, s deleteStrategy, gen int64) error {
 	switch s {
 	case delByGeneration:
 		return obj.Generation(gen).Delete(ctx)
 	case delByMatch:
-		return obj.If(storage.Conditions{GenerationMatch: gen}).Delete(ctx)
+		return obj.If(gcsapi.Conditions{GenerationMatch: gen}).Delete(ctx)
 	}
-	return core.Errorf("delete", "", core.ErrUnsupported, "no conditional delete strategy")
+	return storage.Errorf("delete", "", storage.ErrUnsupported, "no conditional delete strategy")
 }
 
 // DeleteMany deletes keys unconditionally, deleteConcurrency at a time,
 // with one result per key in the order given.
-func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
-		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
+		return nil, storage.Errorf(op, "", storage.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
 	}
 	if d.readOnly {
-		return nil, core.ReadOnlyError(op, "")
+		return nil, storage.ReadOnlyError(op, "")
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, ctxErr(op, "", err)
 	}
-	res := make([]core.DeleteResult, len(keys))
+	res := make([]storage.DeleteResult, len(keys))
 	sem := make(chan struct{}, deleteConcurrency)
 	var wg sync.WaitGroup
 	for i, k := range keys {
@@ -410,45 +410,45 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 // List returns one page of keys in byte order (GCS lists in UTF-8 byte
 // order of names). StartAfter is exclusive where GCS's startOffset is
 // inclusive, so an exact match is skipped.
-func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (d *Driver) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
-		return core.ListPage{}, err
+	if err := storage.ValidatePrefix(op, opts.Prefix); err != nil {
+		return storage.ListPage{}, err
 	}
 	if opts.PageSize < 0 {
-		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+		return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "negative page size %d", opts.PageSize)
 	}
 	size := opts.PageSize
 	if size == 0 || size > maxListPage {
 		size = maxListPage
 	}
-	q := &storage.Query{Prefix: d.prefix + opts.Prefix, Projection: storage.ProjectionNoACL}
+	q := &gcsapi.Query{Prefix: d.prefix + opts.Prefix, Projection: gcsapi.ProjectionNoACL}
 	level := opts.Delimiter != ""
 	if level {
-		if opts.Delimiter != core.Delimiter {
-			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		if opts.Delimiter != storage.Delimiter {
+			return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, storage.Delimiter)
 		}
-		q.Delimiter = core.Delimiter
+		q.Delimiter = storage.Delimiter
 	}
 	var after string
 	if opts.StartAfter != "" {
 		after = d.prefix + opts.StartAfter
-		if level && strings.HasSuffix(after, core.Delimiter) {
-			after = core.AfterFolder(after) // past every object of that folder
+		if level && strings.HasSuffix(after, storage.Delimiter) {
+			after = storage.AfterFolder(after) // past every object of that folder
 		}
 		q.StartOffset = after // inclusive: the entry equal to it is skipped below
 	}
 	if err := q.SetAttrSelection([]string{"Name", "Size", "Generation", "Updated"}); err != nil {
-		return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+		return storage.ListPage{}, d.mapErr(op, opts.Prefix, err)
 	}
 	pager := iterator.NewPager(d.bucket.Objects(ctx, q), size, "")
-	var out []core.Info
+	var out []storage.Info
 	var folders []string
 	for {
-		var batch []*storage.ObjectAttrs
+		var batch []*gcsapi.ObjectAttrs
 		token, err := pager.NextPage(&batch)
 		if err != nil {
-			return core.ListPage{}, d.mapErrBucket(op, opts.Prefix, err)
+			return storage.ListPage{}, d.mapErrBucket(op, opts.Prefix, err)
 		}
 		for _, a := range batch {
 			if a.Name == "" && a.Prefix != "" { // a folder of the level
@@ -469,13 +469,13 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		}
 		// A page left empty by the skipping must not claim more: go on.
 		if len(out)+len(folders) > 0 || token == "" {
-			return core.ClampLevel(core.ListPage{Objects: out, Folders: folders, More: token != ""}, size), nil
+			return storage.ClampLevel(storage.ListPage{Objects: out, Folders: folders, More: token != ""}, size), nil
 		}
 	}
 }
 
-func infoOf(key string, a *storage.ObjectAttrs) core.Info {
-	return core.Info{Key: key, Size: a.Size, Version: genString(a.Generation), ModTime: a.Updated}
+func infoOf(key string, a *gcsapi.ObjectAttrs) storage.Info {
+	return storage.Info{Key: key, Size: a.Size, Version: genString(a.Generation), ModTime: a.Updated}
 }
 
 func genString(g int64) string { return strconv.FormatInt(g, 10) }

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // probeCleanupTimeout bounds the removal of the probe's scratch object.
@@ -61,7 +61,7 @@ type delObservation struct {
 
 // refused: the answer a conditional delete must give to a wrong generation.
 func refused(err error) bool {
-	return errors.Is(err, storage.ErrObjectNotExist) || httpCode(err) == 412
+	return errors.Is(err, gcsapi.ErrObjectNotExist) || httpCode(err) == 412
 }
 
 // passed: the stale delete was refused and left the object, and the delete
@@ -74,12 +74,12 @@ func answer(err error) string {
 	switch {
 	case err == nil:
 		return "success"
-	case errors.Is(err, storage.ErrObjectNotExist):
+	case errors.Is(err, gcsapi.ErrObjectNotExist):
 		return "404"
 	case httpCode(err) != 0:
 		return fmt.Sprintf("HTTP %d", httpCode(err))
 	}
-	return core.KindOf(mapErr("delete", "", err)).String()
+	return storage.KindOf(mapErr("delete", "", err)).String()
 }
 
 func (o delObservation) String() string {
@@ -97,11 +97,13 @@ func (o delObservation) String() string {
 // decideDelete turns the conditional-delete option and what the probes saw
 // into the strategy, the declared capability and a note. gen is the probe
 // of delByGeneration, match that of delByMatch (run only if gen failed).
-func decideDelete(mode string, gen, match *delObservation) (deleteStrategy, core.Capability, string) {
-	native := func(reason string) core.Capability {
-		return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
+func decideDelete(mode string, gen, match *delObservation) (deleteStrategy, storage.Capability, string) {
+	native := func(reason string) storage.Capability {
+		return storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal, Reason: reason}
 	}
-	none := func(reason string) core.Capability { return core.Capability{Level: core.LevelNone, Reason: reason} }
+	none := func(reason string) storage.Capability {
+		return storage.Capability{Level: storage.LevelNone, Reason: reason}
+	}
 	switch mode {
 	case modeOff:
 		return delNone, none("conditional-delete=off in the store URI"),
@@ -149,14 +151,14 @@ func (d *Driver) probeDelete(ctx context.Context, s deleteStrategy) (delObservat
 	o := delObservation{strategy: s, name: d.bucketName + "/" + name}
 	fail := func(what string, err error) (delObservation, error) {
 		e := mapErr("open", name, err)
-		if e.Kind == core.ErrPermissionDenied {
+		if e.Kind == storage.ErrPermissionDenied {
 			o.skipped = fmt.Sprintf("%s %s: %v", what, o.name, e)
 			return o, nil
 		}
-		return o, &core.Error{Op: "open", Key: name, Kind: e.Kind,
+		return o, &storage.Error{Op: "open", Key: name, Kind: e.Kind,
 			Msg: "probing conditional delete (conditional-delete=auto; set on or off to skip the probe): " + what, Err: e}
 	}
-	stale, err := d.write(ctx, "probe", name, name, strings.NewReader("retain probe: first write"), &storage.Conditions{DoesNotExist: true})
+	stale, err := d.write(ctx, "probe", name, name, strings.NewReader("retain probe: first write"), &gcsapi.Conditions{DoesNotExist: true})
 	if err != nil {
 		return fail("writing", err)
 	}
@@ -182,7 +184,7 @@ func (d *Driver) probeDelete(ctx context.Context, s deleteStrategy) (delObservat
 	switch {
 	case err == nil:
 		o.staleKept = attrs.Generation == liveGen
-	case !errors.Is(err, storage.ErrObjectNotExist):
+	case !errors.Is(err, gcsapi.ErrObjectNotExist):
 		return fail("reading back", err)
 	}
 	if o.staleKept {
@@ -192,7 +194,7 @@ func (d *Driver) probeDelete(ctx context.Context, s deleteStrategy) (delObservat
 		}
 		_, err = obj.Attrs(ctx)
 		switch {
-		case errors.Is(err, storage.ErrObjectNotExist):
+		case errors.Is(err, gcsapi.ErrObjectNotExist):
 			o.currentGone = true
 		case err != nil:
 			return fail("reading back", err)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // A read-only open runs no delete probe (no .retain-probe/ object is ever
@@ -15,7 +15,7 @@ import (
 func TestOpenReadOnlyWritesNothing(t *testing.T) {
 	emu := startEmu(t, "robkt")
 	emu.Server.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "robkt", Name: "p/k"}, Content: []byte("v")})
-	loc, err := core.ParseLocation("gs://robkt/p")
+	loc, err := storage.ParseLocation("gs://robkt/p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,20 +25,20 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if c := d.caps; !c.ReadOnly || c.DeleteIfVersion.Reason != "opened read-only" || c.CreateIfAbsent.Level != core.LevelNone {
+	if c := d.caps; !c.ReadOnly || c.DeleteIfVersion.Reason != "opened read-only" || c.CreateIfAbsent.Level != storage.LevelNone {
 		t.Errorf("caps %+v", c)
 	}
 	if _, err := d.Stat(bg, "k"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = d.Put(bg, "n", strings.NewReader("x"), core.PutOptions{})
-	if !errors.Is(err, core.ErrPermissionDenied) {
+	_, err = d.Put(bg, "n", strings.NewReader("x"), storage.PutOptions{})
+	if !errors.Is(err, storage.ErrPermissionDenied) {
 		t.Errorf("put: %v", err)
 	}
-	if err := d.Delete(bg, "k", core.DeleteOptions{}); !errors.Is(err, core.ErrPermissionDenied) {
+	if err := d.Delete(bg, "k", storage.DeleteOptions{}); !errors.Is(err, storage.ErrPermissionDenied) {
 		t.Errorf("delete: %v", err)
 	}
-	if _, err := d.DeleteMany(bg, []string{"k"}); !errors.Is(err, core.ErrPermissionDenied) {
+	if _, err := d.DeleteMany(bg, []string{"k"}); !errors.Is(err, storage.ErrPermissionDenied) {
 		t.Errorf("delete-many: %v", err)
 	}
 	objs, _, err := emu.Server.ListObjectsWithOptions("robkt", fakestorage.ListOptions{})

@@ -6,14 +6,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"cloud.google.com/go/storage"
+	gcsapi "cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/googleapi"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
-// Retries are the storage client's own (storage.ShouldRetry: 408, 429,
+// Retries are the storage client's own (gcsapi.ShouldRetry: 408, 429,
 // 5xx, broken connections), configured here rather than left to its
 // defaults, which retry an upload until the context ends: a throttle that
 // does not pass must come back as an error in bounded time.
@@ -42,7 +42,7 @@ func (d *Driver) configureRetry(h testHooks) {
 	if h.backoff != nil {
 		bo = *h.backoff
 	}
-	d.client.SetRetry(storage.WithBackoff(bo), storage.WithMaxAttempts(retryMaxAttempts), storage.WithPolicy(storage.RetryIdempotent))
+	d.client.SetRetry(gcsapi.WithBackoff(bo), gcsapi.WithMaxAttempts(retryMaxAttempts), gcsapi.WithPolicy(gcsapi.RetryIdempotent))
 }
 
 // attemptRecord watches the retries of one call: it bounds them to
@@ -58,9 +58,9 @@ type attemptRecord struct {
 }
 
 // option is the call's retry predicate: the client's own, bounded.
-func (a *attemptRecord) option() storage.RetryOption {
-	return storage.WithErrorFunc(func(err error) bool {
-		if !storage.ShouldRetry(err) || (a.retries.Add(1) >= retryMaxAttempts && !a.resumable) {
+func (a *attemptRecord) option() gcsapi.RetryOption {
+	return gcsapi.WithErrorFunc(func(err error) bool {
+		if !gcsapi.ShouldRetry(err) || (a.retries.Add(1) >= retryMaxAttempts && !a.resumable) {
 			return false
 		}
 		if !refusal(err) {
@@ -87,9 +87,9 @@ func throttled(err error) bool {
 
 // mapErr is the package's mapErr with, for a throttle that outlasted the
 // retries, a message naming the bucket and the way out.
-func (d *Driver) mapErr(op, key string, err error) *core.Error {
+func (d *Driver) mapErr(op, key string, err error) *storage.Error {
 	e := mapErr(op, key, err)
-	if e.Kind == core.ErrTransient && throttled(err) && !errors.As(err, new(*core.Error)) {
+	if e.Kind == storage.ErrTransient && throttled(err) && !errors.As(err, new(*storage.Error)) {
 		e.Msg = d.throttleMsg(err)
 	}
 	return e

@@ -11,8 +11,8 @@ import (
 
 	"github.com/googleapis/gax-go/v2"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // throttler answers requests through a faultProxy the way GCS throttles
@@ -49,7 +49,7 @@ func throttledStore(t *testing.T, bucket string) (*Driver, *throttler, *faultPro
 	th := &throttler{}
 	p.set(th.hook)
 	t.Setenv(emulatorEnv, strings.TrimPrefix(p.URL, "http://"))
-	loc, err := core.ParseLocation("gs://" + bucket + "/t")
+	loc, err := storage.ParseLocation("gs://" + bucket + "/t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +76,8 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 			t.Fatalf("%s: %d of %d requests throttled, want %d and the retry after them", what, got, seen, burst)
 		}
 	}
-	var v core.Info
-	step("create-if-absent", func() (err error) { v, err = put(d, "k", "one", core.PutCreateIfAbsent, ""); return })
+	var v storage.Info
+	step("create-if-absent", func() (err error) { v, err = put(d, "k", "one", storage.PutCreateIfAbsent, ""); return })
 	step("get", func() error {
 		r, err := d.Get(bg, "k")
 		if err == nil {
@@ -89,19 +89,19 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 		return err
 	})
 	step("stat", func() error { _, err := d.Stat(bg, "k"); return err })
-	step("replace-if-version", func() (err error) { v, err = put(d, "k", "two", core.PutReplaceIfVersion, v.Version); return })
+	step("replace-if-version", func() (err error) { v, err = put(d, "k", "two", storage.PutReplaceIfVersion, v.Version); return })
 	if body, _ := read(t, d, "k"); body != "two" {
 		t.Fatalf("read %q after the replace", body)
 	}
-	step("overwrite", func() error { _, err := put(d, "m", "x", core.PutOverwrite, ""); return err })
+	step("overwrite", func() error { _, err := put(d, "m", "x", storage.PutOverwrite, ""); return err })
 	step("list", func() error {
-		page, err := d.List(bg, core.ListOptions{})
+		page, err := d.List(bg, storage.ListOptions{})
 		if err == nil && len(page.Objects) != 2 {
 			err = errors.New("listed the wrong keys")
 		}
 		return err
 	})
-	step("delete-if-version", func() error { return d.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}) })
+	step("delete-if-version", func() error { return d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v.Version}) })
 	step("delete-many", func() error {
 		res, err := d.DeleteMany(bg, []string{"m"})
 		if err == nil {
@@ -111,24 +111,24 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 	})
 	for _, k := range []string{"k", "m"} {
 		_, err := d.Stat(bg, k)
-		testkit.WantKind(t, "stat "+k+" after its delete", err, core.ErrNotFound)
+		storagetest.WantKind(t, "stat "+k+" after its delete", err, storage.ErrNotFound)
 	}
-	testkit.MustPut(t, d, "u", "x")
-	step("delete", func() error { return d.Delete(bg, "u", core.DeleteOptions{}) })
+	storagetest.MustPut(t, d, "u", "x")
+	step("delete", func() error { return d.Delete(bg, "u", storage.DeleteOptions{}) })
 }
 
 // A 429 is a refusal: a 412 on the retry after it is definite (already
 // exists, precondition failed), never an unknown outcome.
 func TestThrottledConditionalRefusalIsDefinite(t *testing.T) {
 	d, th, _ := throttledStore(t, "definite")
-	v := testkit.MustPut(t, d, "k", "theirs")
+	v := storagetest.MustPut(t, d, "k", "theirs")
 	th.throttleNext(2)
-	_, err := put(d, "k", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create on an existing key after 429s", err, core.ErrAlreadyExists)
-	testkit.MustPut(t, d, "k", "newer")
+	_, err := put(d, "k", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create on an existing key after 429s", err, storage.ErrAlreadyExists)
+	storagetest.MustPut(t, d, "k", "newer")
 	th.throttleNext(2)
-	_, err = put(d, "k", "mine", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "stale replace after 429s", err, core.ErrPreconditionFailed)
+	_, err = put(d, "k", "mine", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "stale replace after 429s", err, storage.ErrPreconditionFailed)
 	if th.throttled.Load() != 2 {
 		t.Fatalf("%d requests throttled, want 2", th.throttled.Load())
 	}
@@ -148,12 +148,12 @@ func TestLostCreateOvertakenIsUnknown(t *testing.T) {
 		if resp := forward(); resp == nil || resp.StatusCode != 200 {
 			t.Errorf("the first attempt itself failed: %v", resp)
 		}
-		testkit.MustPut(t, d, "c", "someone else") // through the proxy: n is 2 now
+		storagetest.MustPut(t, d, "c", "someone else") // through the proxy: n is 2 now
 		gcsError(w, http.StatusServiceUnavailable, "backendError")
 		return true
 	})
-	_, err := put(d, "c", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create landed, answer lost, key replaced", err, core.ErrUnknown)
+	_, err := put(d, "c", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create landed, answer lost, key replaced", err, storage.ErrUnknown)
 	if !strings.Contains(err.Error(), "outcome unknown") {
 		t.Errorf("the message does not say the outcome is unknown: %v", err)
 	}
@@ -164,7 +164,7 @@ func TestLostCreateOvertakenIsUnknown(t *testing.T) {
 // retry until the context ends), naming the bucket and the flags.
 func TestPersistentThrottleIsTransient(t *testing.T) {
 	d, th, _ := throttledStore(t, "persistent")
-	testkit.MustPut(t, d, "k", "x")
+	storagetest.MustPut(t, d, "k", "x")
 	th.throttleNext(0)
 	th.always.Store(true)
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
@@ -173,16 +173,16 @@ func TestPersistentThrottleIsTransient(t *testing.T) {
 	for what, call := range map[string]func() error{
 		"get": func() error { _, err := d.Get(ctx, "k"); return err },
 		"create-if-absent": func() error {
-			_, err := d.Put(ctx, "n", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+			_, err := d.Put(ctx, "n", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 			return err
 		},
-		"overwrite": func() error { _, err := d.Put(ctx, "n", strings.NewReader("x"), core.PutOptions{}); return err },
-		"list":      func() error { _, err := d.List(ctx, core.ListOptions{}); return err },
-		"delete":    func() error { return d.Delete(ctx, "k", core.DeleteOptions{}) },
+		"overwrite": func() error { _, err := d.Put(ctx, "n", strings.NewReader("x"), storage.PutOptions{}); return err },
+		"list":      func() error { _, err := d.List(ctx, storage.ListOptions{}); return err },
+		"delete":    func() error { return d.Delete(ctx, "k", storage.DeleteOptions{}) },
 	} {
 		th.seen.Store(0)
 		err := call()
-		testkit.WantKind(t, what+" under persistent throttling", err, core.ErrTransient)
+		storagetest.WantKind(t, what+" under persistent throttling", err, storage.ErrTransient)
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s waited for the context instead of giving up: %v", what, err)
 		}

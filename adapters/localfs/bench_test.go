@@ -8,24 +8,24 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Benchmarks of localfs in process against localfs through the plugin
 // boundary (this test binary re-executed as a plugin of itself serving localfs, as
 // the retain binary serves its bundled adapters). Every benchmark has an
 // /inprocess and a /plugin sub-benchmark doing the same calls on a
-// core.Driver wrapped in testkit.Counting, so each reports req/op too
+// storage.Driver wrapped in storagetest.Counting, so each reports req/op too
 // (adapterbench.Run; the measured loops are adapterbench's). The raw
 // unix-socket round trip is here as well, so the boundary's cost and its
 // floor come from the same `go test -bench` run. docs/performance.md has
 // the commands and the figures.
 
 // benchRoot is a store root for one benchmark, shared by its sub-benchmarks.
-func benchRoot(b *testing.B) core.Location {
-	return core.Location{Scheme: "file", Path: b.TempDir()}
+func benchRoot(b *testing.B) storage.Location {
+	return storage.Location{Scheme: "file", Path: b.TempDir()}
 }
 
 // BenchmarkPutCreateDelete is a create-if-absent Put of 1 KiB and an
@@ -43,8 +43,8 @@ func BenchmarkGet1KiB(b *testing.B) {
 // BenchmarkStat stats a 1 KiB object: a unary call through the plugin,
 // where Get is a server stream, so the two show what the stream costs.
 func BenchmarkStat(b *testing.B) {
-	adapterbench.Run(b, Adapter, benchRoot(b), func(b *testing.B, d core.Driver) {
-		if _, err := d.Put(context.Background(), "bench/stat", bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), core.PutOptions{}); err != nil {
+	adapterbench.Run(b, Adapter, benchRoot(b), func(b *testing.B, d storage.Driver) {
+		if _, err := d.Put(context.Background(), "bench/stat", bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), storage.PutOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		adapterbench.Loop(b, d, func(ctx context.Context) error {
@@ -61,7 +61,7 @@ func BenchmarkStat(b *testing.B) {
 func BenchmarkList1000(b *testing.B) {
 	root := benchRoot(b)
 	adapterbench.Fill1000(b, adapterbench.InProcess(Adapter)(b, root))
-	adapterbench.Run(b, Adapter, root, func(b *testing.B, d core.Driver) { adapterbench.List1000(b, d, false) })
+	adapterbench.Run(b, Adapter, root, func(b *testing.B, d storage.Driver) { adapterbench.List1000(b, d, false) })
 }
 
 // BenchmarkRawUnixSocketRoundTrip is the floor under the boundary: a 1 KiB
@@ -85,6 +85,6 @@ func BenchmarkCleanupReads(b *testing.B) {
 	adapterbench.Run(b, Adapter, root, adapterbench.CleanupReads)
 	b.Run("plugin-keybykey", func(b *testing.B) {
 		d := adapterbench.Plugin(Adapter.Name)(b, root)
-		adapterbench.CleanupReads(b, testkit.NewCounting(struct{ core.Driver }{d}))
+		adapterbench.CleanupReads(b, storagetest.NewCounting(struct{ storage.Driver }{d}))
 	})
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Broken adapters: localfs with one promise broken each. The suite must
@@ -58,11 +58,11 @@ var brokenNames = map[brokenKind]string{
 	rareCreate:         "broken-rare-create",
 }
 
-func brokenAdapters() []core.Adapter {
-	var out []core.Adapter
+func brokenAdapters() []storage.Adapter {
+	var out []storage.Adapter
 	for k, name := range brokenNames {
-		out = append(out, core.Adapter{Name: name, Schemes: []string{"file"},
-			Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+		out = append(out, storage.Adapter{Name: name, Schemes: []string{"file"},
+			Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 				asked := loc.ReadOnly
 				switch {
 				case k == readOnlyWrites && loc.ReadOnly:
@@ -76,7 +76,7 @@ func brokenAdapters() []core.Adapter {
 					if err != nil {
 						return nil, err
 					}
-					_, err = d.Put(ctx, ".retain-probe", strings.NewReader("probe"), core.PutOptions{})
+					_, err = d.Put(ctx, ".retain-probe", strings.NewReader("probe"), storage.PutOptions{})
 					d.Close()
 					if err != nil {
 						return nil, err
@@ -93,12 +93,12 @@ func brokenAdapters() []core.Adapter {
 }
 
 type broken struct {
-	core.Driver
+	storage.Driver
 	kind     brokenKind
 	readOnly bool // opened with Location.ReadOnly
 	mu       sync.Mutex
-	cache    map[core.ListOptions]cachedPage // listCached
-	creates  atomic.Uint64                   // rareCreate
+	cache    map[storage.ListOptions]cachedPage // listCached
+	creates  atomic.Uint64                      // rareCreate
 }
 
 // rareFailure decides the nth create of rareCreate: 1 in 500, from a
@@ -113,18 +113,18 @@ func rareFailure(n uint64) bool {
 }
 
 type cachedPage struct {
-	page core.ListPage
+	page storage.ListPage
 	at   time.Time
 }
 
-func (b *broken) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (b *broken) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	switch {
-	case b.kind == rareCreate && opts.Mode == core.PutCreateIfAbsent && rareFailure(b.creates.Add(1)):
-		return b.Driver.Put(ctx, key, body, core.PutOptions{})
-	case b.kind == replaceSkipsSame && opts.Mode == core.PutReplaceIfVersion:
+	case b.kind == rareCreate && opts.Mode == storage.PutCreateIfAbsent && rareFailure(b.creates.Add(1)):
+		return b.Driver.Put(ctx, key, body, storage.PutOptions{})
+	case b.kind == replaceSkipsSame && opts.Mode == storage.PutReplaceIfVersion:
 		data, err := io.ReadAll(body)
 		if err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
 		if r, err := b.Driver.Get(ctx, key); err == nil {
 			cur, _ := io.ReadAll(r)
@@ -134,36 +134,36 @@ func (b *broken) Put(ctx context.Context, key string, body io.Reader, opts core.
 			}
 		}
 		return b.Driver.Put(ctx, key, bytes.NewReader(data), opts)
-	case b.kind == createInParts && opts.Mode == core.PutCreateIfAbsent:
+	case b.kind == createInParts && opts.Mode == storage.PutCreateIfAbsent:
 		data, err := io.ReadAll(body)
 		if err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
 		if _, err := b.Driver.Put(ctx, key, bytes.NewReader(data[:len(data)/2]), opts); err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
 		time.Sleep(2 * time.Millisecond) // the second part's round trip
-		return b.Driver.Put(ctx, key, bytes.NewReader(data), core.PutOptions{})
-	case b.kind == checkThenPut && opts.Mode == core.PutCreateIfAbsent:
+		return b.Driver.Put(ctx, key, bytes.NewReader(data), storage.PutOptions{})
+	case b.kind == checkThenPut && opts.Mode == storage.PutCreateIfAbsent:
 		if _, err := b.Driver.Stat(ctx, key); err == nil {
-			return core.Info{}, core.Errorf("put", key, core.ErrAlreadyExists, "exists")
+			return storage.Info{}, storage.Errorf("put", key, storage.ErrAlreadyExists, "exists")
 		}
 		time.Sleep(time.Millisecond) // the latency of a real round trip
-		return b.Driver.Put(ctx, key, body, core.PutOptions{})
-	case b.kind == ignoreVersion && opts.Mode == core.PutReplaceIfVersion:
+		return b.Driver.Put(ctx, key, body, storage.PutOptions{})
+	case b.kind == ignoreVersion && opts.Mode == storage.PutReplaceIfVersion:
 		if _, err := b.Driver.Stat(ctx, key); err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
-		return b.Driver.Put(ctx, key, body, core.PutOptions{})
-	case b.kind == nativeButPlain && opts.Mode == core.PutCreateIfAbsent:
-		return b.Driver.Put(ctx, key, body, core.PutOptions{})
+		return b.Driver.Put(ctx, key, body, storage.PutOptions{})
+	case b.kind == nativeButPlain && opts.Mode == storage.PutCreateIfAbsent:
+		return b.Driver.Put(ctx, key, body, storage.PutOptions{})
 	}
 	return b.Driver.Put(ctx, key, body, opts)
 }
 
-func (b *broken) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (b *broken) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	if b.kind == plainDelete && opts.IfVersion != "" {
-		return b.Driver.Delete(ctx, key, core.DeleteOptions{})
+		return b.Driver.Delete(ctx, key, storage.DeleteOptions{})
 	}
 	if b.kind == statThenDelete && opts.IfVersion != "" {
 		st, err := b.Driver.Stat(ctx, key)
@@ -171,32 +171,32 @@ func (b *broken) Delete(ctx context.Context, key string, opts core.DeleteOptions
 			return err
 		}
 		if st.Version != opts.IfVersion {
-			return core.Errorf("delete", key, core.ErrPreconditionFailed, "version %s, not %s", st.Version, opts.IfVersion)
+			return storage.Errorf("delete", key, storage.ErrPreconditionFailed, "version %s, not %s", st.Version, opts.IfVersion)
 		}
 		time.Sleep(time.Millisecond) // the latency of a real round trip
-		return b.Driver.Delete(ctx, key, core.DeleteOptions{})
+		return b.Driver.Delete(ctx, key, storage.DeleteOptions{})
 	}
 	return b.Driver.Delete(ctx, key, opts)
 }
 
-func (b *broken) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (b *broken) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	if b.kind == smallBatch && len(keys) > 100 {
-		return nil, core.Errorf("delete-many", "", core.ErrLimitExceeded, "%d keys: at most 100 in one call", len(keys))
+		return nil, storage.Errorf("delete-many", "", storage.ErrLimitExceeded, "%d keys: at most 100 in one call", len(keys))
 	}
 	return b.Driver.DeleteMany(ctx, keys)
 }
 
-func (b *broken) Stat(ctx context.Context, key string) (core.Info, error) {
+func (b *broken) Stat(ctx context.Context, key string) (storage.Info, error) {
 	i, err := b.Driver.Stat(ctx, key)
-	if b.kind == wrongKinds && core.KindOf(err) == core.ErrNotFound {
-		return i, core.Errorf("stat", key, core.ErrUnknown, "something went wrong")
+	if b.kind == wrongKinds && storage.KindOf(err) == storage.ErrNotFound {
+		return i, storage.Errorf("stat", key, storage.ErrUnknown, "something went wrong")
 	}
 	return i, err
 }
 
-func (b *broken) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (b *broken) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	if b.kind == startAfterSeeks && opts.StartAfter != "" {
-		if _, err := b.Driver.Stat(ctx, opts.StartAfter); core.KindOf(err) == core.ErrNotFound {
+		if _, err := b.Driver.Stat(ctx, opts.StartAfter); storage.KindOf(err) == storage.ErrNotFound {
 			opts.StartAfter = "" // "the marker is gone: start over"
 		}
 	}
@@ -212,7 +212,7 @@ func (b *broken) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	if b.kind == listCached && err == nil {
 		b.mu.Lock()
 		if b.cache == nil {
-			b.cache = map[core.ListOptions]cachedPage{}
+			b.cache = map[storage.ListOptions]cachedPage{}
 		}
 		b.cache[opts] = cachedPage{page, time.Now()}
 		b.mu.Unlock()
@@ -225,14 +225,14 @@ func (b *broken) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	return page, err
 }
 
-func (b *broken) Capabilities(ctx context.Context) (core.Capabilities, error) {
+func (b *broken) Capabilities(ctx context.Context) (storage.Capabilities, error) {
 	c, err := b.Driver.Capabilities(ctx)
 	if b.kind == nativeButPlain {
-		c.CreateIfAbsent = core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal}
+		c.CreateIfAbsent = storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal}
 	}
 	if b.kind == readOnlyWrites && b.readOnly {
 		c.ReadOnly, c.Gates = true, nil
-		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		none := storage.Capability{Level: storage.LevelNone, Reason: "opened read-only"}
 		c.CreateIfAbsent, c.ReplaceIfVersion, c.DeleteIfVersion = none, none, none
 	}
 	return c, err

@@ -5,15 +5,15 @@ package localfs
 import (
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // testAdapters are what this test binary serves as plugins of itself and
 // opens in its worker processes (TestMain calls conformance.Dispatch): the
 // real adapter and the broken ones.
-func testAdapters() []core.Adapter {
-	return append([]core.Adapter{Adapter}, brokenAdapters()...)
+func testAdapters() []storage.Adapter {
+	return append([]storage.Adapter{Adapter}, brokenAdapters()...)
 }
 
 func TestSuiteLocalfsInProcess(t *testing.T) {

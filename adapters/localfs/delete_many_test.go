@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // A batch delete syncs each directory it deletes from once, after all its
@@ -62,7 +62,7 @@ func TestDeleteManySyncsEachDirectoryOnce(t *testing.T) {
 				t.Errorf("the symlink was deleted")
 			}
 		case "t.lance/../escape":
-			if !errors.Is(r.Err, core.ErrInvalidArgument) {
+			if !errors.Is(r.Err, storage.ErrInvalidArgument) {
 				t.Errorf("a bad key: %v, want invalid argument", r.Err)
 			}
 		default:

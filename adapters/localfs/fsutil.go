@@ -18,71 +18,71 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // kindOf classifies an OS error by errno (never by its text).
-func kindOf(err error) core.Kind {
+func kindOf(err error) storage.Kind {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return core.ErrTransient
+		return storage.ErrTransient
 	case errors.Is(err, fs.ErrNotExist):
-		return core.ErrNotFound
+		return storage.ErrNotFound
 	case errors.Is(err, unix.EEXIST):
-		return core.ErrAlreadyExists
+		return storage.ErrAlreadyExists
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), errors.Is(err, unix.EROFS),
 		errors.Is(err, unix.ELOOP):
-		return core.ErrPermissionDenied
+		return storage.ErrPermissionDenied
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT), errors.Is(err, unix.EFBIG),
 		errors.Is(err, unix.ENAMETOOLONG), errors.Is(err, unix.EMLINK):
-		return core.ErrLimitExceeded
+		return storage.ErrLimitExceeded
 	case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ETIMEDOUT),
 		errors.Is(err, unix.ESTALE), errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE),
 		errors.Is(err, unix.ENOMEM), errors.Is(err, unix.EBUSY), errors.Is(err, unix.ENOLCK):
-		return core.ErrTransient
+		return storage.ErrTransient
 	case errors.Is(err, unix.ENOTSUP), errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS),
 		errors.Is(err, unix.EXDEV):
-		return core.ErrUnsupported
+		return storage.ErrUnsupported
 	}
-	return core.ErrUnknown
+	return storage.ErrUnknown
 }
 
-// mapErr makes err an *core.Error for op and key. An error that already is
+// mapErr makes err an *storage.Error for op and key. An error that already is
 // one is returned as is.
-func mapErr(op, key, msg string, err error) *core.Error {
-	var ce *core.Error
+func mapErr(op, key, msg string, err error) *storage.Error {
+	var ce *storage.Error
 	if errors.As(err, &ce) {
 		return ce
 	}
 	if errors.Is(err, unix.ENAMETOOLONG) && msg == "" {
 		msg = "a key segment is longer than the filesystem allows (usually 255 bytes)"
 	}
-	return &core.Error{Op: op, Key: key, Kind: kindOf(err), Msg: msg, Err: err}
+	return &storage.Error{Op: op, Key: key, Kind: kindOf(err), Msg: msg, Err: err}
 }
 
 // ctxError reports a done context: transient, wrapping ctx.Err() so that
 // errors.Is(err, context.DeadlineExceeded) still holds.
-func ctxError(op, key string, err error) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+func ctxError(op, key string, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "context done", Err: err}
 }
 
-func symlinkError(op, key, path string) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
+func symlinkError(op, key, path string) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrPermissionDenied,
 		Msg: fmt.Sprintf("%q under the store root is a symbolic link; localfs never follows symlinks", path), Err: unix.ELOOP}
 }
 
-func specialError(op, key, path string) *core.Error {
-	return core.Errorf(op, key, core.ErrPermissionDenied,
+func specialError(op, key, path string) *storage.Error {
+	return storage.Errorf(op, key, storage.ErrPermissionDenied,
 		"%q under the store root is not a regular file or directory; localfs leaves it alone", path)
 }
 
-func notDirError(op, key, path string) *core.Error {
-	return core.Errorf(op, key, core.ErrInvalidArgument,
+func notDirError(op, key, path string) *storage.Error {
+	return storage.Errorf(op, key, storage.ErrInvalidArgument,
 		"%q is an object, so nothing can be stored under %q: a filesystem cannot hold a file and a directory under one name", path, path+"/")
 }
 
-func isDirError(op, key string) *core.Error {
-	return core.Errorf(op, key, core.ErrInvalidArgument,
+func isDirError(op, key string) *storage.Error {
+	return storage.Errorf(op, key, storage.ErrInvalidArgument,
 		"%q is a prefix of stored keys (a directory), so it cannot also be an object: a filesystem cannot hold a file and a directory under one name", key)
 }
 
@@ -147,7 +147,7 @@ func (d *Driver) walk(op, key string, segs []string, create bool) (*chain, error
 			return c, err
 		}
 		if attempt >= maxWalkRetries {
-			return nil, core.Errorf(op, key, core.ErrTransient,
+			return nil, storage.Errorf(op, key, storage.ErrTransient,
 				"directories on the key's path kept being removed concurrently")
 		}
 	}
@@ -195,7 +195,7 @@ func (d *Driver) walkOnce(op, key string, segs []string, create bool) (*chain, e
 // directory.
 func classifyDirErr(op, key string, parent int, seg, path string, create bool, err error) error {
 	if err == unix.ENOENT {
-		return core.Errorf(op, key, core.ErrNotFound, "no object: %q does not exist", path)
+		return storage.Errorf(op, key, storage.ErrNotFound, "no object: %q does not exist", path)
 	}
 	if err == unix.ELOOP || err == unix.ENOTDIR {
 		var st unix.Stat_t
@@ -207,12 +207,12 @@ func classifyDirErr(op, key string, parent int, seg, path string, create bool, e
 				if create {
 					return notDirError(op, key, path)
 				}
-				return core.Errorf(op, key, core.ErrNotFound, "no object: %q is an object, not a directory", path)
+				return storage.Errorf(op, key, storage.ErrNotFound, "no object: %q is an object, not a directory", path)
 			default:
 				if create {
 					return specialError(op, key, path)
 				}
-				return core.Errorf(op, key, core.ErrNotFound, "no object: %q is not a directory", path)
+				return storage.Errorf(op, key, storage.ErrNotFound, "no object: %q is not a directory", path)
 			}
 		}
 	}
@@ -304,8 +304,8 @@ func readStamp(getx func([]byte) (int, error)) (string, error) {
 	return "", err
 }
 
-func infoOf(key string, st *unix.Stat_t, stamp string) core.Info {
-	return core.Info{
+func infoOf(key string, st *unix.Stat_t, stamp string) storage.Info {
+	return storage.Info{
 		Key:     key,
 		Size:    st.Size,
 		Version: version(st, stamp),
@@ -314,14 +314,14 @@ func infoOf(key string, st *unix.Stat_t, stamp string) core.Info {
 }
 
 // infoFd computes the info of the open file fd.
-func infoFd(key string, fd int) (core.Info, unix.Stat_t, error) {
+func infoFd(key string, fd int) (storage.Info, unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return core.Info{}, st, err
+		return storage.Info{}, st, err
 	}
 	stamp, err := readStamp(func(b []byte) (int, error) { return unix.Fgetxattr(fd, xattrName, b) })
 	if err != nil {
-		return core.Info{}, st, err
+		return storage.Info{}, st, err
 	}
 	return infoOf(key, &st, stamp), st, nil
 }
@@ -331,18 +331,18 @@ const openFileFlags = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O
 // openObject opens the object name in dirfd for reading and returns its fd
 // (blocking mode) and the info of exactly the version open. A missing name,
 // a directory or a special file is ErrNotFound; a symlink is refused.
-func openObject(op, key string, dirfd int, name string) (int, core.Info, error) {
+func openObject(op, key string, dirfd int, name string) (int, storage.Info, error) {
 	// lstat first so that a device or fifo is never opened.
 	k, err := lstatAt(dirfd, name)
 	if err != nil {
-		return -1, core.Info{}, mapErr(op, key, "", err)
+		return -1, storage.Info{}, mapErr(op, key, "", err)
 	}
 	if err := objectKindErr(op, key, k); err != nil {
-		return -1, core.Info{}, err
+		return -1, storage.Info{}, err
 	}
 	fd, err := unix.Openat(dirfd, name, openFileFlags, 0)
 	if err != nil {
-		return -1, core.Info{}, openFileErr(op, key, err)
+		return -1, storage.Info{}, openFileErr(op, key, err)
 	}
 	info, st, err := infoFd(key, fd)
 	if err == nil {
@@ -352,7 +352,7 @@ func openObject(op, key string, dirfd int, name string) (int, core.Info, error) 
 	}
 	if err != nil {
 		unix.Close(fd)
-		return -1, core.Info{}, mapErr(op, key, "", err)
+		return -1, storage.Info{}, mapErr(op, key, "", err)
 	}
 	return fd, info, nil
 }
@@ -364,13 +364,13 @@ func objectKindErr(op, key string, k entryKind) error {
 	case entSymlink:
 		return symlinkError(op, key, key)
 	}
-	return core.Errorf(op, key, core.ErrNotFound, "no object")
+	return storage.Errorf(op, key, storage.ErrNotFound, "no object")
 }
 
 func openFileErr(op, key string, err error) error {
 	switch err {
 	case unix.ENOENT:
-		return core.Errorf(op, key, core.ErrNotFound, "no object")
+		return storage.Errorf(op, key, storage.ErrNotFound, "no object")
 	case unix.ELOOP:
 		return symlinkError(op, key, key)
 	}
@@ -380,29 +380,29 @@ func openFileErr(op, key string, err error) error {
 // statObject is the info of the object name in dirfd, as openObject would
 // report it. If the file cannot be opened for lack of read permission the
 // info comes from fstatat and an xattr read relative to dirfd.
-func statObject(op, key string, dirfd int, name string) (core.Info, error) {
+func statObject(op, key string, dirfd int, name string) (storage.Info, error) {
 	fd, info, err := openObject(op, key, dirfd, name)
 	if err == nil {
 		unix.Close(fd)
 		return info, nil
 	}
-	var ce *core.Error
+	var ce *storage.Error
 	if !errors.As(err, &ce) || !errors.Is(ce.Err, unix.EACCES) {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	var st unix.Stat_t
 	if serr := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); serr != nil {
-		return core.Info{}, mapErr(op, key, "", serr)
+		return storage.Info{}, mapErr(op, key, "", serr)
 	}
 	if kerr := objectKindErr(op, key, kindOfMode(st.Mode)); kerr != nil {
-		return core.Info{}, kerr
+		return storage.Info{}, kerr
 	}
 	// /proc/self/fd/N resolves to the verified directory itself; lgetxattr
 	// does not follow the final name.
 	p := fmt.Sprintf("/proc/self/fd/%d/%s", dirfd, name)
 	stamp, xerr := readStamp(func(b []byte) (int, error) { return unix.Lgetxattr(p, xattrName, b) })
 	if xerr != nil {
-		return core.Info{}, mapErr(op, key, "reading the version xattr", xerr)
+		return storage.Info{}, mapErr(op, key, "reading the version xattr", xerr)
 	}
 	return infoOf(key, &st, stamp), nil
 }
@@ -458,7 +458,7 @@ func (t *tempFile) fill(ctx context.Context, op, key string, body io.Reader, sta
 			break
 		}
 		if rerr != nil {
-			e := core.Wrap(op, key, core.ErrUnknown, rerr)
+			e := storage.Wrap(op, key, storage.ErrUnknown, rerr)
 			e.Msg = "reading the body"
 			return e
 		}

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // AcquireGate takes the named gate: flock(2) on a freshly opened
@@ -16,36 +16,36 @@ import (
 // holder on the host, including other goroutines of this process (each
 // acquisition is its own open file description). It polls so that a done
 // ctx ends the wait.
-func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+func (d *Driver) AcquireGate(ctx context.Context, name string) (storage.GateLease, error) {
 	const op = "acquire-gate"
 	if d.openRO {
-		return core.GateLease{}, core.ReadOnlyError(op, name)
+		return storage.GateLease{}, storage.ReadOnlyError(op, name)
 	}
 	if err := d.checkGate(op, name); err != nil {
-		return core.GateLease{}, err
+		return storage.GateLease{}, err
 	}
 	leave, err := d.enter(ctx, op, name)
 	if err != nil {
-		return core.GateLease{}, err
+		return storage.GateLease{}, err
 	}
 	fd, err := unix.Openat(d.gatesFd, name+".lock", unix.O_RDONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
 	leave()
 	if err != nil {
-		return core.GateLease{}, mapErr(op, name, "opening the gate's lock file", err)
+		return storage.GateLease{}, mapErr(op, name, "opening the gate's lock file", err)
 	}
 	if err := flockWait(ctx, fd, time.Millisecond, 20*time.Millisecond); err != nil {
 		unix.Close(fd)
 		if ctx.Err() != nil {
-			return core.GateLease{}, ctxError(op, name, ctx.Err())
+			return storage.GateLease{}, ctxError(op, name, ctx.Err())
 		}
-		return core.GateLease{}, mapErr(op, name, "locking the gate's lock file", err)
+		return storage.GateLease{}, mapErr(op, name, "locking the gate's lock file", err)
 	}
-	lease := core.GateLease{Name: name, Token: randHex()}
+	lease := storage.GateLease{Name: name, Token: randHex()}
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.closed {
 		unix.Close(fd)
-		return core.GateLease{}, core.Errorf(op, name, core.ErrInvalidArgument, "the localfs driver is closed")
+		return storage.GateLease{}, storage.Errorf(op, name, storage.ErrInvalidArgument, "the localfs driver is closed")
 	}
 	d.gmu.Lock()
 	d.held[lease.Token] = heldGate{name: name, fd: fd}
@@ -56,7 +56,7 @@ func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, 
 // ReleaseGate gives the gate back. A token that does not hold the named
 // gate is refused with ErrPreconditionFailed and changes nothing. It works
 // even when ctx is done: a gate must not outlive its holder.
-func (d *Driver) ReleaseGate(ctx context.Context, lease core.GateLease) error {
+func (d *Driver) ReleaseGate(ctx context.Context, lease storage.GateLease) error {
 	const op = "release-gate"
 	if err := d.checkGate(op, lease.Name); err != nil {
 		return err
@@ -68,7 +68,7 @@ func (d *Driver) ReleaseGate(ctx context.Context, lease core.GateLease) error {
 	}
 	d.gmu.Unlock()
 	if !ok || h.name != lease.Name {
-		return core.Errorf(op, lease.Name, core.ErrPreconditionFailed,
+		return storage.Errorf(op, lease.Name, storage.ErrPreconditionFailed,
 			"this token does not hold gate %q (never acquired, already released, or a wrong token); nothing was released", lease.Name)
 	}
 	unix.Flock(h.fd, unix.LOCK_UN)
@@ -83,8 +83,8 @@ func (d *Driver) checkGate(op, name string) error {
 		return nil
 	}
 	if len(d.caps.Gates) == 0 {
-		return core.Errorf(op, name, core.ErrUnsupported,
+		return storage.Errorf(op, name, storage.ErrUnsupported,
 			"gate %q is not declared: localfs offers no gates on this filesystem (%s)", name, d.caps.ReplaceIfVersion.Reason)
 	}
-	return core.Errorf(op, name, core.ErrUnsupported, "gate %q is not declared: localfs offers only %q", name, MetadataGate)
+	return storage.Errorf(op, name, storage.ErrUnsupported, "gate %q is not declared: localfs offers only %q", name, MetadataGate)
 }

@@ -10,11 +10,11 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // localfs reads a batch several keys at once; what it answers must still
-// be what core.GetEach answers for the same keys and byte budget: the same
+// be what storage.GetEach answers for the same keys and byte budget: the same
 // results in order, stopping before the first body that does not fit, and
 // a first body too large for the whole budget answered alone as
 // ErrLimitExceeded.
@@ -49,7 +49,7 @@ func TestGetManyAnswersAsGetEach(t *testing.T) {
 		}
 		budget := int64(rng.IntN(200))
 		got, gerr := d.GetMany(ctx, keys, budget)
-		want, werr := core.GetEach(ctx, d, keys, budget)
+		want, werr := storage.GetEach(ctx, d, keys, budget)
 		if (gerr == nil) != (werr == nil) {
 			t.Fatalf("trial %d: GetMany error %v, GetEach error %v", trial, gerr, werr)
 		}
@@ -59,8 +59,8 @@ func TestGetManyAnswersAsGetEach(t *testing.T) {
 		for i := range got {
 			g, w := got[i], want[i]
 			if g.Key != w.Key || !reflect.DeepEqual(g.Data, w.Data) || g.Info.Size != w.Info.Size ||
-				(g.Err == nil) != (w.Err == nil) || core.KindOf(g.Err) != core.KindOf(w.Err) ||
-				errors.Is(g.Err, core.ErrLimitExceeded) != errors.Is(w.Err, core.ErrLimitExceeded) {
+				(g.Err == nil) != (w.Err == nil) || storage.KindOf(g.Err) != storage.KindOf(w.Err) ||
+				errors.Is(g.Err, storage.ErrLimitExceeded) != errors.Is(w.Err, storage.ErrLimitExceeded) {
 				t.Fatalf("trial %d (budget %d) result %d: got {%q %d bytes %v}, GetEach {%q %d bytes %v}",
 					trial, budget, i, g.Key, len(g.Data), g.Err, w.Key, len(w.Data), w.Err)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // List returns one page of keys in byte order.
@@ -38,13 +38,13 @@ import (
 // (deleting through the link would delete outside the root). Entries outside
 // the range (another prefix, at or before StartAfter, past the page) do not
 // matter.
-func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (d *Driver) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
-		return core.ListPage{}, err
+	if err := storage.ValidatePrefix(op, opts.Prefix); err != nil {
+		return storage.ListPage{}, err
 	}
 	if opts.PageSize < 0 {
-		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+		return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "negative page size %d", opts.PageSize)
 	}
 	size := opts.PageSize
 	if size == 0 || size > maxListPage {
@@ -52,7 +52,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	}
 	leave, err := d.enter(ctx, op, opts.Prefix)
 	if err != nil {
-		return core.ListPage{}, err
+		return storage.ListPage{}, err
 	}
 	defer leave()
 
@@ -65,38 +65,38 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		segs = strings.Split(strings.TrimSuffix(dirPart, "/"), "/")
 		for i, s := range segs {
 			if (i == 0 && s == reservedDir) || strings.HasPrefix(s, tmpPrefix) {
-				return core.ListPage{}, nil
+				return storage.ListPage{}, nil
 			}
 		}
 	}
 	// Nothing under the prefix can come after StartAfter... or before it.
 	if opts.StartAfter != "" && opts.StartAfter >= opts.Prefix && !strings.HasPrefix(opts.StartAfter, opts.Prefix) {
-		return core.ListPage{}, nil
+		return storage.ListPage{}, nil
 	}
 	c, err := d.walk(op, opts.Prefix, segs, false)
 	if err != nil {
 		// No such directory (or a file or special file where a directory
 		// would be): nothing is under the prefix.
-		if core.KindOf(err) == core.ErrNotFound {
-			return core.ListPage{}, nil
+		if storage.KindOf(err) == storage.ErrNotFound {
+			return storage.ListPage{}, nil
 		}
 		// A symlink on the way: whatever it points to would be under the
 		// prefix. Name it.
 		if errors.Is(err, unix.ELOOP) {
-			return core.ListPage{}, listRefusal(opts.Prefix, d.symlinkOnPath(segs, dirPart), entSymlink)
+			return storage.ListPage{}, listRefusal(opts.Prefix, d.symlinkOnPath(segs, dirPart), entSymlink)
 		}
-		return core.ListPage{}, err
+		return storage.ListPage{}, err
 	}
 	defer c.close()
 	fd, err := unix.Openat(c.dir(), ".", openDirFlags, 0)
 	if err != nil {
-		return core.ListPage{}, mapErr(op, opts.Prefix, "opening the directory to list", err)
+		return storage.ListPage{}, mapErr(op, opts.Prefix, "opening the directory to list", err)
 	}
 	w := &lister{ctx: ctx, root: d.root, prefix: opts.Prefix, after: opts.StartAfter, limit: size + 1}
 	if err := w.walk(fd, dirPart, namePrefix); err != nil {
-		return core.ListPage{}, err
+		return storage.ListPage{}, err
 	}
-	page := core.ListPage{Objects: w.out}
+	page := storage.ListPage{Objects: w.out}
 	if len(w.out) > size {
 		page.Objects, page.More = w.out[:size], true
 	}
@@ -109,7 +109,7 @@ type lister struct {
 	prefix string
 	after  string
 	limit  int
-	out    []core.Info
+	out    []storage.Info
 }
 
 type listEnt struct {
@@ -125,14 +125,14 @@ type listEnt struct {
 // entSymlink) or a special file at path (relative to the root). The key is
 // path, so the error names what to fix; the message says why the listing
 // does not just leave it out, and the next step.
-func listRefusal(prefix, path string, k entryKind) *core.Error {
+func listRefusal(prefix, path string, k entryKind) *storage.Error {
 	const partial = "the listing of %q refuses rather than leave it out (whatever is decided from the listing, such as which files cleanup deletes, would be decided on a partial tree): "
 	if k == entSymlink {
-		return core.Errorf("list", path, core.ErrPermissionDenied,
+		return storage.Errorf("list", path, storage.ErrPermissionDenied,
 			"%q under the store root is a symbolic link; localfs never follows symlinks, and "+partial+
 				"replace the link with the real folder, or point retain at the real location", path, prefix)
 	}
-	return core.Errorf("list", path, core.ErrPermissionDenied,
+	return storage.Errorf("list", path, storage.ErrPermissionDenied,
 		"%q under the store root is not a regular file or directory (a fifo, socket or device); localfs never opens one, and "+partial+
 			"move it out of the store", path, prefix)
 }
@@ -230,7 +230,7 @@ func (w *lister) walk(fd int, path, namePrefix string) error {
 			case errors.Is(err, unix.ELOOP):
 				// replaced by a symlink meanwhile
 				return listRefusal(w.prefix, full, entSymlink)
-			case core.KindOf(err) == core.ErrNotFound:
+			case storage.KindOf(err) == storage.ErrNotFound:
 				// removed (or replaced by a directory) meanwhile
 			default:
 				return err

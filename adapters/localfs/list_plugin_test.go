@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // TestListRefusalCrossesThePlugin: through the plugin boundary (this test
@@ -36,15 +36,15 @@ func TestListRefusalCrossesThePlugin(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := adapterbench.Plugin("localfs")(t, core.Location{Scheme: "file", Path: root})
-	s, err := core.NewStore(ctx, "localfs", c)
+	c := adapterbench.Plugin("localfs")(t, storage.Location{Scheme: "file", Path: root})
+	s, err := storage.NewStore(ctx, "localfs", c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, prefix := range []string{"", "linked.lance/"} {
 		_, err = s.List(ctx, prefix, 0)
-		var ce *core.Error
-		if !errors.Is(err, core.ErrPermissionDenied) || !errors.As(err, &ce) || ce.Key != "linked.lance" ||
+		var ce *storage.Error
+		if !errors.Is(err, storage.ErrPermissionDenied) || !errors.As(err, &ce) || ce.Key != "linked.lance" ||
 			!strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), "replace the link with the real folder") {
 			t.Fatalf("list %q through the plugin: %v", prefix, err)
 		}

@@ -32,7 +32,7 @@
 //     symlink or a special file in the listed range refuses the same way,
 //     naming it, rather than leave it out (List).
 //
-// Opened read-only (core.Location.ReadOnly, OpenReadOnly) the adapter writes
+// Opened read-only (storage.Location.ReadOnly, OpenReadOnly) the adapter writes
 // nothing at all, not even its reserved directory: it serves Get, Stat and
 // List and refuses every write with ErrPermissionDenied.
 //
@@ -54,7 +54,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 const (
@@ -79,16 +79,16 @@ const (
 )
 
 // Adapter opens localfs stores for file:// locations (and plain paths,
-// which core.ParseLocation turns into file locations).
-var Adapter = core.Adapter{
+// which storage.ParseLocation turns into file locations).
+var Adapter = storage.Adapter{
 	Name:    "localfs",
 	Schemes: []string{"file"},
-	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+	Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, ctxError("open", loc.Path, err)
 		}
 		if loc.Scheme != "file" {
-			return nil, core.Errorf("open", loc.String(), core.ErrInvalidArgument,
+			return nil, storage.Errorf("open", loc.String(), storage.ErrInvalidArgument,
 				"localfs serves file:// locations, not %q", loc.Scheme)
 		}
 		if len(loc.Options) > 0 {
@@ -97,7 +97,7 @@ var Adapter = core.Adapter{
 				names = append(names, k)
 			}
 			sort.Strings(names)
-			return nil, core.Errorf("open", loc.String(), core.ErrInvalidArgument,
+			return nil, storage.Errorf("open", loc.String(), storage.ErrInvalidArgument,
 				"localfs takes no URI options, found %s", strings.Join(names, ", "))
 		}
 		d, err := openWith(loc.Path, openOptions{readOnly: loc.ReadOnly})
@@ -109,18 +109,18 @@ var Adapter = core.Adapter{
 }
 
 // Driver is a localfs store rooted at one directory. It implements
-// core.Driver and is safe for concurrent use.
+// storage.Driver and is safe for concurrent use.
 type Driver struct {
 	root string
 	fs   fsKind
-	caps core.Capabilities
+	caps storage.Capabilities
 
 	// Conditional capabilities actually available, after the filesystem
 	// type checks and the probes.
 	createOK bool // link(2) is trusted
 	lockOK   bool // flock(2) is trusted: gated ops and gates
 	readOnly bool // the root is not writable
-	openRO   bool // opened read-only (core.Location.ReadOnly): nothing is ever written
+	openRO   bool // opened read-only (storage.Location.ReadOnly): nothing is ever written
 	xattr    bool // user xattrs work: writes stamp the version xattr
 
 	// mu guards the directory descriptors against Close: operations hold
@@ -144,7 +144,7 @@ type heldGate struct {
 	fd   int
 }
 
-var _ core.Driver = (*Driver)(nil)
+var _ storage.Driver = (*Driver)(nil)
 
 // openOptions are test hooks: they force the paths an untrusted or limited
 // filesystem would take.
@@ -177,18 +177,18 @@ func OpenReadOnly(root string) (*Driver, error) {
 func openWith(root string, o openOptions) (*Driver, error) {
 	const op = "open"
 	if !filepath.IsAbs(root) {
-		return nil, core.Errorf(op, root, core.ErrInvalidArgument, "the store root must be an absolute path")
+		return nil, storage.Errorf(op, root, storage.ErrInvalidArgument, "the store root must be an absolute path")
 	}
 	root = filepath.Clean(root)
 	// The root path itself is configuration and may go through symlinks;
 	// only paths below it are confined.
 	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err == unix.ENOENT {
-		return nil, &core.Error{Op: op, Key: root, Kind: core.ErrNotFound, Err: err,
+		return nil, &storage.Error{Op: op, Key: root, Kind: storage.ErrNotFound, Err: err,
 			Msg: "the store root does not exist: check the path, or create the directory first (retain never creates a store root)"}
 	}
 	if err == unix.ENOTDIR {
-		return nil, core.Errorf(op, root, core.ErrInvalidArgument, "the store root is not a directory")
+		return nil, storage.Errorf(op, root, storage.ErrInvalidArgument, "the store root is not a directory")
 	}
 	if err != nil {
 		return nil, mapErr(op, root, "cannot open the store root", err)
@@ -215,12 +215,12 @@ func openWith(root string, o openOptions) (*Driver, error) {
 }
 
 // Capabilities declares what this instance provides; it never changes.
-func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
+func (d *Driver) Capabilities(ctx context.Context) (storage.Capabilities, error) {
 	if err := ctx.Err(); err != nil {
-		return core.Capabilities{}, ctxError("capabilities", "", err)
+		return storage.Capabilities{}, ctxError("capabilities", "", err)
 	}
 	c := d.caps
-	c.Gates = append([]core.GateSpec(nil), c.Gates...)
+	c.Gates = append([]storage.GateSpec(nil), c.Gates...)
 	c.Notes = append([]string(nil), c.Notes...)
 	return c, nil
 }
@@ -262,23 +262,23 @@ func (d *Driver) enter(ctx context.Context, op, key string) (func(), error) {
 	d.mu.RLock()
 	if d.closed {
 		d.mu.RUnlock()
-		return nil, core.Errorf(op, key, core.ErrInvalidArgument, "the localfs driver is closed")
+		return nil, storage.Errorf(op, key, storage.ErrInvalidArgument, "the localfs driver is closed")
 	}
 	return d.mu.RUnlock, nil
 }
 
 // checkKey runs the contract's key rules and the adapter's reserved names.
 func checkKey(op, key string) error {
-	if err := core.ValidateKey(op, key); err != nil {
+	if err := storage.ValidateKey(op, key); err != nil {
 		return err
 	}
 	for i, seg := range strings.Split(key, "/") {
 		if i == 0 && seg == reservedDir {
-			return core.Errorf(op, key, core.ErrInvalidArgument,
+			return storage.Errorf(op, key, storage.ErrInvalidArgument,
 				"invalid key: the top-level segment %q is reserved for the localfs adapter", reservedDir)
 		}
 		if strings.HasPrefix(seg, tmpPrefix) {
-			return core.Errorf(op, key, core.ErrInvalidArgument,
+			return storage.Errorf(op, key, storage.ErrInvalidArgument,
 				"invalid key: segment %q: names beginning %q are reserved for localfs temp files", seg, tmpPrefix)
 		}
 	}

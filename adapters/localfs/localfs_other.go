@@ -8,17 +8,17 @@ package localfs
 import (
 	"context"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // MetadataGate is the one gate localfs offers the core.
 const MetadataGate = "metadata"
 
 // Adapter is the localfs adapter; on this system it cannot open stores.
-var Adapter = core.Adapter{
+var Adapter = storage.Adapter{
 	Name:    "localfs",
 	Schemes: []string{"file"},
-	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+	Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 		_, err := Open(loc.Path)
 		return nil, err
 	},
@@ -29,5 +29,5 @@ type Driver struct{}
 
 // Open reports that localfs is implemented for Linux only.
 func Open(root string) (*Driver, error) {
-	return nil, core.Errorf("open", root, core.ErrUnsupported, "the localfs adapter is implemented for Linux only")
+	return nil, storage.Errorf("open", root, storage.ErrUnsupported, "the localfs adapter is implemented for Linux only")
 }

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // --- helpers ------------------------------------------------------------
@@ -42,15 +42,15 @@ func newT(t *testing.T) (*Driver, string) {
 
 var bg = context.Background()
 
-func putS(d *Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
-	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
+func putS(d *Driver, key, body string, mode storage.PutMode, ifv string) (storage.Info, error) {
+	return d.Put(bg, key, strings.NewReader(body), storage.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func readS(t *testing.T, d *Driver, key string) (string, core.Info, error) {
+func readS(t *testing.T, d *Driver, key string) (string, storage.Info, error) {
 	t.Helper()
 	r, err := d.Get(bg, key)
 	if err != nil {
-		return "", core.Info{}, err
+		return "", storage.Info{}, err
 	}
 	defer r.Close()
 	b, err := io.ReadAll(r)
@@ -60,7 +60,7 @@ func readS(t *testing.T, d *Driver, key string) (string, core.Info, error) {
 	return string(b), r.Info, nil
 }
 
-func mustRead(t *testing.T, d *Driver, key string) (string, core.Info) {
+func mustRead(t *testing.T, d *Driver, key string) (string, storage.Info) {
 	t.Helper()
 	s, info, err := readS(t, d, key)
 	if err != nil {
@@ -93,7 +93,7 @@ func tree(t *testing.T, root string) []string {
 func listAll(t *testing.T, d *Driver, prefix string) []string {
 	t.Helper()
 	var keys []string
-	opts := core.ListOptions{Prefix: prefix}
+	opts := storage.ListOptions{Prefix: prefix}
 	for {
 		page, err := d.List(bg, opts)
 		if err != nil {
@@ -113,26 +113,26 @@ func listAll(t *testing.T, d *Driver, prefix string) []string {
 
 func TestOpen(t *testing.T) {
 	_, err := Open("relative/path")
-	testkit.WantKind(t, "relative root", err, core.ErrInvalidArgument)
+	storagetest.WantKind(t, "relative root", err, storage.ErrInvalidArgument)
 
 	parent := t.TempDir()
 	// A missing root is refused and not created: a mistyped path must not
 	// become an empty store.
 	_, err = Open(filepath.Join(parent, "new"))
-	testkit.WantKind(t, "missing root", err, core.ErrNotFound)
+	storagetest.WantKind(t, "missing root", err, storage.ErrNotFound)
 	if _, serr := os.Stat(filepath.Join(parent, "new")); !os.IsNotExist(serr) {
 		t.Fatalf("open created the missing root: %v", serr)
 	}
 	_, err = Open(filepath.Join(parent, "missing", "root"))
-	testkit.WantKind(t, "missing parent", err, core.ErrNotFound)
+	storagetest.WantKind(t, "missing parent", err, storage.ErrNotFound)
 
 	file := filepath.Join(parent, "file")
 	os.WriteFile(file, nil, 0o644)
 	_, err = Open(file)
-	testkit.WantKind(t, "root is a file", err, core.ErrInvalidArgument)
+	storagetest.WantKind(t, "root is a file", err, storage.ErrInvalidArgument)
 
-	// Through the core.Adapter.
-	loc, err := core.ParseLocation("file://" + parent)
+	// Through the storage.Adapter.
+	loc, err := storage.ParseLocation("file://" + parent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,16 +141,16 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("Adapter.Open: %v", err)
 	}
 	drv.Close()
-	_, err = Adapter.Open(bg, core.Location{Scheme: "s3", Bucket: "b"})
-	testkit.WantKind(t, "wrong scheme", err, core.ErrInvalidArgument)
+	_, err = Adapter.Open(bg, storage.Location{Scheme: "s3", Bucket: "b"})
+	storagetest.WantKind(t, "wrong scheme", err, storage.ErrInvalidArgument)
 	loc.Options = map[string]string{"bogus": "1"}
 	_, err = Adapter.Open(bg, loc)
-	testkit.WantKind(t, "unknown option", err, core.ErrInvalidArgument)
+	storagetest.WantKind(t, "unknown option", err, storage.ErrInvalidArgument)
 
 	d, _ := newT(t)
 	d.Close()
 	_, err = d.Stat(bg, "x")
-	testkit.WantKind(t, "stat after close", err, core.ErrInvalidArgument)
+	storagetest.WantKind(t, "stat after close", err, storage.ErrInvalidArgument)
 }
 
 func TestCapabilitiesLocal(t *testing.T) {
@@ -159,15 +159,15 @@ func TestCapabilitiesLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.CreateIfAbsent.Level != core.LevelNative || c.CreateIfAbsent.Reach() != core.ScopeGlobal {
+	if c.CreateIfAbsent.Level != storage.LevelNative || c.CreateIfAbsent.Reach() != storage.ScopeGlobal {
 		t.Errorf("create-if-absent = %+v, want native", c.CreateIfAbsent)
 	}
-	for name, cp := range map[string]core.Capability{"replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
-		if cp.Level != core.LevelGated || cp.Scope != core.ScopeHost || cp.Gate != stripeGate {
+	for name, cp := range map[string]storage.Capability{"replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
+		if cp.Level != storage.LevelGated || cp.Scope != storage.ScopeHost || cp.Gate != stripeGate {
 			t.Errorf("%s-if-version = %+v, want gated(%s, host)", name, cp, stripeGate)
 		}
 	}
-	if g, ok := c.Gate(MetadataGate); !ok || g.Scope != core.ScopeHost {
+	if g, ok := c.Gate(MetadataGate); !ok || g.Scope != storage.ScopeHost {
 		t.Errorf("gates = %+v, want %q with host scope", c.Gates, MetadataGate)
 	}
 	if !c.OrderedList || !c.ListAfterWrite || c.Limits.MaxDeleteBatch != 1000 || c.Limits.MaxListPage != 1000 {
@@ -180,18 +180,18 @@ func TestCapabilitiesLocal(t *testing.T) {
 		t.Errorf("user xattrs do not work on %s: the version tokens lose their random part", d.fs)
 	}
 	// The core accepts it and round-trips through the portable Store.
-	s, err := core.NewStore(bg, "localfs", d)
+	s, err := storage.NewStore(bg, "localfs", d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutBytes(bg, "x/y", []byte("hi"), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+	if _, err := s.PutBytes(bg, "x/y", []byte("hi"), storage.PutOptions{Mode: storage.PutCreateIfAbsent}); err != nil {
 		t.Fatal(err)
 	}
 	b, _, err := s.ReadAll(bg, "x/y")
 	if err != nil || string(b) != "hi" {
 		t.Fatalf("store read = %q, %v", b, err)
 	}
-	if err := s.WithGates(bg, core.ScopeHost, []string{MetadataGate}, func(context.Context) error { return nil }); err != nil {
+	if err := s.WithGates(bg, storage.ScopeHost, []string{MetadataGate}, func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("WithGates: %v", err)
 	}
 }
@@ -202,49 +202,49 @@ func TestInvalidKeys(t *testing.T) {
 	d, root := newT(t)
 	bad := []string{
 		"", "/a", ".", "..", "a/./b", "a/../b", "../escape", "a/..", "a//b", "a/",
-		"a\x00b", "a\x01b", "a\x7fb", "a\\b", strings.Repeat("x", core.MaxKeyBytes+1),
+		"a\x00b", "a\x01b", "a\x7fb", "a\\b", strings.Repeat("x", storage.MaxKeyBytes+1),
 		".retain-localfs", ".retain-localfs/locks/00.lock", ".retain-tmp-1", "a/.retain-tmp-x", "a/.retain-tmp-x/b",
 	}
 	for _, k := range bad {
 		_, err := d.Get(bg, k)
-		testkit.WantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, fmt.Sprintf("get %q", k), err, storage.ErrInvalidArgument)
 		_, err = d.Stat(bg, k)
-		testkit.WantKind(t, fmt.Sprintf("stat %q", k), err, core.ErrInvalidArgument)
-		for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+		storagetest.WantKind(t, fmt.Sprintf("stat %q", k), err, storage.ErrInvalidArgument)
+		for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 			_, err = putS(d, k, "x", m, "")
-			testkit.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrInvalidArgument)
+			storagetest.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, storage.ErrInvalidArgument)
 		}
-		_, err = putS(d, k, "x", core.PutReplaceIfVersion, "v")
-		testkit.WantKind(t, fmt.Sprintf("replace %q", k), err, core.ErrInvalidArgument)
-		testkit.WantKind(t, fmt.Sprintf("delete %q", k), d.Delete(bg, k, core.DeleteOptions{}), core.ErrInvalidArgument)
-		testkit.WantKind(t, fmt.Sprintf("delete-if %q", k), d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrInvalidArgument)
+		_, err = putS(d, k, "x", storage.PutReplaceIfVersion, "v")
+		storagetest.WantKind(t, fmt.Sprintf("replace %q", k), err, storage.ErrInvalidArgument)
+		storagetest.WantKind(t, fmt.Sprintf("delete %q", k), d.Delete(bg, k, storage.DeleteOptions{}), storage.ErrInvalidArgument)
+		storagetest.WantKind(t, fmt.Sprintf("delete-if %q", k), d.Delete(bg, k, storage.DeleteOptions{IfVersion: "v"}), storage.ErrInvalidArgument)
 		res, err := d.DeleteMany(bg, []string{k})
 		if err != nil || len(res) != 1 {
 			t.Fatalf("delete-many %q: %v %v", k, res, err)
 		}
-		testkit.WantKind(t, fmt.Sprintf("delete-many %q", k), res[0].Err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, fmt.Sprintf("delete-many %q", k), res[0].Err, storage.ErrInvalidArgument)
 	}
 	// The reserved-name errors name the rule.
-	_, err := putS(d, ".retain-localfs/x", "x", core.PutOverwrite, "")
+	_, err := putS(d, ".retain-localfs/x", "x", storage.PutOverwrite, "")
 	if !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("reserved dir error does not name the rule: %v", err)
 	}
-	_, err = putS(d, "a/.retain-tmp-x", "x", core.PutOverwrite, "")
+	_, err = putS(d, "a/.retain-tmp-x", "x", storage.PutOverwrite, "")
 	if !strings.Contains(err.Error(), "reserved") {
 		t.Errorf("temp name error does not name the rule: %v", err)
 	}
 	for _, p := range []string{"/a", "a//", "a\\"} {
-		_, err := d.List(bg, core.ListOptions{Prefix: p})
-		testkit.WantKind(t, fmt.Sprintf("list %q", p), err, core.ErrInvalidArgument)
+		_, err := d.List(bg, storage.ListOptions{Prefix: p})
+		storagetest.WantKind(t, fmt.Sprintf("list %q", p), err, storage.ErrInvalidArgument)
 	}
-	_, err = d.List(bg, core.ListOptions{PageSize: -1})
-	testkit.WantKind(t, "negative page size", err, core.ErrInvalidArgument)
+	_, err = d.List(bg, storage.ListOptions{PageSize: -1})
+	storagetest.WantKind(t, "negative page size", err, storage.ErrInvalidArgument)
 	if got := tree(t, root); len(got) != 0 {
 		t.Fatalf("invalid keys wrote %v", got)
 	}
 	// A segment longer than the filesystem allows is a limit, not a crash.
-	_, err = putS(d, strings.Repeat("y", 300), "x", core.PutOverwrite, "")
-	testkit.WantKind(t, "300-byte segment", err, core.ErrLimitExceeded)
+	_, err = putS(d, strings.Repeat("y", 300), "x", storage.PutOverwrite, "")
+	storagetest.WantKind(t, "300-byte segment", err, storage.ErrLimitExceeded)
 }
 
 // --- symlinks -------------------------------------------------------------
@@ -259,21 +259,21 @@ func TestSymlinkDirectoryRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range []string{link + "/x", link + "/new", link + "/sub/new"} {
-			for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+			for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 				_, err := putS(d, k, "pwned", m, "")
-				testkit.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, core.ErrPermissionDenied)
+				storagetest.WantKind(t, fmt.Sprintf("put %v %q", m, k), err, storage.ErrPermissionDenied)
 				if !strings.Contains(err.Error(), "symbolic link") || !strings.Contains(err.Error(), k) {
 					t.Errorf("error does not name the key and the symlink: %v", err)
 				}
 			}
-			_, err := putS(d, k, "pwned", core.PutReplaceIfVersion, "v")
-			testkit.WantKind(t, "replace "+k, err, core.ErrPermissionDenied)
+			_, err := putS(d, k, "pwned", storage.PutReplaceIfVersion, "v")
+			storagetest.WantKind(t, "replace "+k, err, storage.ErrPermissionDenied)
 			_, _, err = readS(t, d, k)
-			testkit.WantKind(t, "get "+k, err, core.ErrPermissionDenied)
+			storagetest.WantKind(t, "get "+k, err, storage.ErrPermissionDenied)
 			_, err = d.Stat(bg, k)
-			testkit.WantKind(t, "stat "+k, err, core.ErrPermissionDenied)
-			testkit.WantKind(t, "delete "+k, d.Delete(bg, k, core.DeleteOptions{}), core.ErrPermissionDenied)
-			testkit.WantKind(t, "delete-if "+k, d.Delete(bg, k, core.DeleteOptions{IfVersion: "v"}), core.ErrPermissionDenied)
+			storagetest.WantKind(t, "stat "+k, err, storage.ErrPermissionDenied)
+			storagetest.WantKind(t, "delete "+k, d.Delete(bg, k, storage.DeleteOptions{}), storage.ErrPermissionDenied)
+			storagetest.WantKind(t, "delete-if "+k, d.Delete(bg, k, storage.DeleteOptions{IfVersion: "v"}), storage.ErrPermissionDenied)
 		}
 		// Listing any range that holds the link refuses, naming it; so
 		// does a prefix through it.
@@ -295,19 +295,19 @@ func TestSymlinkFileRefused(t *testing.T) {
 	outside := filepath.Join(t.TempDir(), "target")
 	os.WriteFile(outside, []byte("secret"), 0o644)
 	os.Symlink(outside, filepath.Join(root, "f"))
-	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+	for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 		_, err := putS(d, "f", "pwned", m, "")
-		testkit.WantKind(t, fmt.Sprintf("put %v", m), err, core.ErrPermissionDenied)
+		storagetest.WantKind(t, fmt.Sprintf("put %v", m), err, storage.ErrPermissionDenied)
 	}
-	_, err := putS(d, "f", "pwned", core.PutReplaceIfVersion, "v")
-	testkit.WantKind(t, "replace", err, core.ErrPermissionDenied)
+	_, err := putS(d, "f", "pwned", storage.PutReplaceIfVersion, "v")
+	storagetest.WantKind(t, "replace", err, storage.ErrPermissionDenied)
 	_, _, err = readS(t, d, "f")
-	testkit.WantKind(t, "get", err, core.ErrPermissionDenied)
+	storagetest.WantKind(t, "get", err, storage.ErrPermissionDenied)
 	_, err = d.Stat(bg, "f")
-	testkit.WantKind(t, "stat", err, core.ErrPermissionDenied)
-	testkit.WantKind(t, "delete", d.Delete(bg, "f", core.DeleteOptions{}), core.ErrPermissionDenied)
+	storagetest.WantKind(t, "stat", err, storage.ErrPermissionDenied)
+	storagetest.WantKind(t, "delete", d.Delete(bg, "f", storage.DeleteOptions{}), storage.ErrPermissionDenied)
 	res, _ := d.DeleteMany(bg, []string{"f"})
-	testkit.WantKind(t, "delete-many", res[0].Err, core.ErrPermissionDenied)
+	storagetest.WantKind(t, "delete-many", res[0].Err, storage.ErrPermissionDenied)
 	if fi, err := os.Lstat(filepath.Join(root, "f")); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 		t.Fatalf("the symlink itself was changed: %v %v", fi, err)
 	}
@@ -325,12 +325,12 @@ func TestSymlinkFileRefused(t *testing.T) {
 // denied, naming the entry at path and the next step, and returns no keys.
 func wantListRefused(t *testing.T, d *Driver, prefix, path, what string) {
 	t.Helper()
-	opts := core.ListOptions{Prefix: prefix, PageSize: 1}
+	opts := storage.ListOptions{Prefix: prefix, PageSize: 1}
 	for i := 0; ; i++ {
 		page, err := d.List(bg, opts)
 		if err != nil {
-			testkit.WantKind(t, fmt.Sprintf("list %q", prefix), err, core.ErrPermissionDenied)
-			var ce *core.Error
+			storagetest.WantKind(t, fmt.Sprintf("list %q", prefix), err, storage.ErrPermissionDenied)
+			var ce *storage.Error
 			if !errors.As(err, &ce) || ce.Key != path || !strings.Contains(err.Error(), fmt.Sprintf("%q", path)) ||
 				!strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), fmt.Sprintf("listing of %q refuses", prefix)) {
 				t.Fatalf("list %q: the error does not name %q as a %s and the listing: %v", prefix, path, what, err)
@@ -359,7 +359,7 @@ func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "x"), []byte("secret"), 0o644)
 	for _, k := range []string{"a/1", "a/3", "a/5/x", "b/1", "c/1"} {
-		testkit.MustPut(t, d, k, "v")
+		storagetest.MustPut(t, d, k, "v")
 	}
 	// Own names: skipped, never refused.
 	os.WriteFile(filepath.Join(root, "a/.retain-tmp-0123"), []byte("partial"), 0o644)
@@ -407,15 +407,15 @@ func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
 				}
 			}
 			// StartAfter past it: an earlier page already met it.
-			page, err := d.List(bg, core.ListOptions{Prefix: "b/", StartAfter: "b/90"})
+			page, err := d.List(bg, storage.ListOptions{Prefix: "b/", StartAfter: "b/90"})
 			if err != nil || len(page.Objects) != 0 {
 				t.Fatalf("list after the entry: %v %v", page.Objects, err)
 			}
 			// Reads, writes and deletes of the entry are refused or see no
 			// object; nothing was followed or changed.
 			if c.what == "symbolic link" {
-				testkit.WantKind(t, "delete", d.Delete(bg, c.path, core.DeleteOptions{}), core.ErrPermissionDenied)
-				testkit.WantKind(t, "delete under", d.Delete(bg, c.path+"/x", core.DeleteOptions{}), core.ErrPermissionDenied)
+				storagetest.WantKind(t, "delete", d.Delete(bg, c.path, storage.DeleteOptions{}), storage.ErrPermissionDenied)
+				storagetest.WantKind(t, "delete under", d.Delete(bg, c.path+"/x", storage.DeleteOptions{}), storage.ErrPermissionDenied)
 				if fi, err := os.Lstat(p); err != nil || fi.Mode()&fs.ModeSymlink == 0 {
 					t.Fatalf("the link was changed: %v %v", fi, err)
 				}
@@ -441,7 +441,7 @@ func TestListRefusesSymlinksAndSpecialFiles(t *testing.T) {
 		t.Fatalf("list b/ = %v", got)
 	}
 	// A page that ends before the link succeeds; the next one refuses.
-	page, err := d.List(bg, core.ListOptions{Prefix: "a/", PageSize: 1})
+	page, err := d.List(bg, storage.ListOptions{Prefix: "a/", PageSize: 1})
 	if err != nil || len(page.Objects) != 1 || page.Objects[0].Key != "a/1" || !page.More {
 		t.Fatalf("first page: %v %v", page, err)
 	}
@@ -458,7 +458,7 @@ func TestPutModes(t *testing.T) {
 	const k = "dir/sub/obj"
 
 	// create-if-absent
-	i1, err := putS(d, k, "one", core.PutCreateIfAbsent, "")
+	i1, err := putS(d, k, "one", storage.PutCreateIfAbsent, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,47 +468,47 @@ func TestPutModes(t *testing.T) {
 	if i1.Key != k || i1.Size != 3 || i1.Version == "" {
 		t.Fatalf("info = %+v", i1)
 	}
-	_, err = putS(d, k, "two", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create over existing", err, core.ErrAlreadyExists)
+	_, err = putS(d, k, "two", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create over existing", err, storage.ErrAlreadyExists)
 	if s, info := mustRead(t, d, k); s != "one" || info.Version != i1.Version {
 		t.Fatalf("losing create changed the object: %q %+v", s, info)
 	}
 
 	// replace-if-version
-	_, err = putS(d, k, "two", core.PutReplaceIfVersion, "not-the-version")
-	testkit.WantKind(t, "replace wrong version", err, core.ErrPreconditionFailed)
+	_, err = putS(d, k, "two", storage.PutReplaceIfVersion, "not-the-version")
+	storagetest.WantKind(t, "replace wrong version", err, storage.ErrPreconditionFailed)
 	if s, _ := mustRead(t, d, k); s != "one" {
 		t.Fatalf("failed replace wrote %q", s)
 	}
-	i2, err := putS(d, k, "two", core.PutReplaceIfVersion, i1.Version)
+	i2, err := putS(d, k, "two", storage.PutReplaceIfVersion, i1.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if i2.Version == i1.Version {
 		t.Fatal("replace kept the version")
 	}
-	_, err = putS(d, k, "three", core.PutReplaceIfVersion, i1.Version)
-	testkit.WantKind(t, "replace with the old version", err, core.ErrPreconditionFailed)
-	_, err = putS(d, "dir/missing", "x", core.PutReplaceIfVersion, i1.Version)
-	testkit.WantKind(t, "replace missing", err, core.ErrNotFound)
-	_, err = putS(d, "nodir/missing", "x", core.PutReplaceIfVersion, i1.Version)
-	testkit.WantKind(t, "replace missing dir", err, core.ErrNotFound)
+	_, err = putS(d, k, "three", storage.PutReplaceIfVersion, i1.Version)
+	storagetest.WantKind(t, "replace with the old version", err, storage.ErrPreconditionFailed)
+	_, err = putS(d, "dir/missing", "x", storage.PutReplaceIfVersion, i1.Version)
+	storagetest.WantKind(t, "replace missing", err, storage.ErrNotFound)
+	_, err = putS(d, "nodir/missing", "x", storage.PutReplaceIfVersion, i1.Version)
+	storagetest.WantKind(t, "replace missing dir", err, storage.ErrNotFound)
 	if _, err := os.Stat(filepath.Join(root, "nodir")); !os.IsNotExist(err) {
 		t.Fatalf("replace of a missing key created its directory: %v", err)
 	}
 
 	// invalid options
-	_, err = putS(d, k, "x", core.PutOverwrite, "v")
-	testkit.WantKind(t, "overwrite with IfVersion", err, core.ErrInvalidArgument)
-	_, err = putS(d, k, "x", core.PutCreateIfAbsent, "v")
-	testkit.WantKind(t, "create with IfVersion", err, core.ErrInvalidArgument)
-	_, err = putS(d, k, "x", core.PutReplaceIfVersion, "")
-	testkit.WantKind(t, "replace without IfVersion", err, core.ErrInvalidArgument)
-	_, err = putS(d, k, "x", core.PutMode(9), "")
-	testkit.WantKind(t, "unknown mode", err, core.ErrInvalidArgument)
+	_, err = putS(d, k, "x", storage.PutOverwrite, "v")
+	storagetest.WantKind(t, "overwrite with IfVersion", err, storage.ErrInvalidArgument)
+	_, err = putS(d, k, "x", storage.PutCreateIfAbsent, "v")
+	storagetest.WantKind(t, "create with IfVersion", err, storage.ErrInvalidArgument)
+	_, err = putS(d, k, "x", storage.PutReplaceIfVersion, "")
+	storagetest.WantKind(t, "replace without IfVersion", err, storage.ErrInvalidArgument)
+	_, err = putS(d, k, "x", storage.PutMode(9), "")
+	storagetest.WantKind(t, "unknown mode", err, storage.ErrInvalidArgument)
 
 	// overwrite, then stat and get agree
-	i3 := testkit.MustPut(t, d, k, "three!")
+	i3 := storagetest.MustPut(t, d, k, "three!")
 	st, err := d.Stat(bg, k)
 	if err != nil || st != i3 {
 		t.Fatalf("stat = %+v %v, put returned %+v", st, err, i3)
@@ -518,22 +518,22 @@ func TestPutModes(t *testing.T) {
 	}
 
 	// delete-if-version
-	testkit.WantKind(t, "delete wrong version", d.Delete(bg, k, core.DeleteOptions{IfVersion: i2.Version}), core.ErrPreconditionFailed)
+	storagetest.WantKind(t, "delete wrong version", d.Delete(bg, k, storage.DeleteOptions{IfVersion: i2.Version}), storage.ErrPreconditionFailed)
 	if s, _ := mustRead(t, d, k); s != "three!" {
 		t.Fatal("failed delete-if-version changed the object")
 	}
-	if err := d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}); err != nil {
+	if err := d.Delete(bg, k, storage.DeleteOptions{IfVersion: i3.Version}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = readS(t, d, k)
-	testkit.WantKind(t, "get deleted", err, core.ErrNotFound)
+	storagetest.WantKind(t, "get deleted", err, storage.ErrNotFound)
 	_, err = d.Stat(bg, k)
-	testkit.WantKind(t, "stat deleted", err, core.ErrNotFound)
-	testkit.WantKind(t, "delete-if missing", d.Delete(bg, k, core.DeleteOptions{IfVersion: i3.Version}), core.ErrNotFound)
-	if err := d.Delete(bg, k, core.DeleteOptions{}); err != nil {
+	storagetest.WantKind(t, "stat deleted", err, storage.ErrNotFound)
+	storagetest.WantKind(t, "delete-if missing", d.Delete(bg, k, storage.DeleteOptions{IfVersion: i3.Version}), storage.ErrNotFound)
+	if err := d.Delete(bg, k, storage.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete of a missing key: %v", err)
 	}
-	if err := d.Delete(bg, "no/such/dir/k", core.DeleteOptions{}); err != nil {
+	if err := d.Delete(bg, "no/such/dir/k", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("unconditional delete under a missing dir: %v", err)
 	}
 	// the emptied directories were pruned
@@ -542,7 +542,7 @@ func TestPutModes(t *testing.T) {
 	}
 
 	// empty body
-	ie, err := putS(d, "empty", "", core.PutCreateIfAbsent, "")
+	ie, err := putS(d, "empty", "", storage.PutCreateIfAbsent, "")
 	if err != nil || ie.Size != 0 {
 		t.Fatalf("empty object: %+v %v", ie, err)
 	}
@@ -553,33 +553,33 @@ func TestPutModes(t *testing.T) {
 
 func TestKeyAndDirectoryConflict(t *testing.T) {
 	d, _ := newT(t)
-	testkit.MustPut(t, d, "a", "file")
-	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+	storagetest.MustPut(t, d, "a", "file")
+	for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 		_, err := putS(d, "a/b", "x", m, "")
-		testkit.WantKind(t, "put under an object", err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, "put under an object", err, storage.ErrInvalidArgument)
 	}
 	_, _, err := readS(t, d, "a/b")
-	testkit.WantKind(t, "get under an object", err, core.ErrNotFound)
-	if err := d.Delete(bg, "a/b", core.DeleteOptions{}); err != nil {
+	storagetest.WantKind(t, "get under an object", err, storage.ErrNotFound)
+	if err := d.Delete(bg, "a/b", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("delete under an object: %v", err)
 	}
 
-	testkit.MustPut(t, d, "x/y", "deep")
-	for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+	storagetest.MustPut(t, d, "x/y", "deep")
+	for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 		_, err := putS(d, "x", "x", m, "")
-		testkit.WantKind(t, fmt.Sprintf("put %v over a directory", m), err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, fmt.Sprintf("put %v over a directory", m), err, storage.ErrInvalidArgument)
 	}
 	_, _, err = readS(t, d, "x")
-	testkit.WantKind(t, "get a directory", err, core.ErrNotFound)
+	storagetest.WantKind(t, "get a directory", err, storage.ErrNotFound)
 	// An empty directory is not a key and makes room for the object.
-	for i, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
+	for i, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
 		k := fmt.Sprintf("empty%d", i)
 		os.MkdirAll(filepath.Join(d.root, k), 0o755)
 		if _, err := putS(d, k, "ok", m, ""); err != nil {
 			t.Fatalf("put %v over an empty directory: %v", m, err)
 		}
 	}
-	if err := d.Delete(bg, "x", core.DeleteOptions{}); err != nil {
+	if err := d.Delete(bg, "x", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("delete of a directory name: %v", err)
 	}
 	if s, _ := mustRead(t, d, "x/y"); s != "deep" {
@@ -595,7 +595,7 @@ func TestVersionChangesOnEveryWrite(t *testing.T) {
 			seen := map[string]int{}
 			prev := ""
 			for i := 0; i < 50; i++ {
-				info := testkit.MustPut(t, d, "v", "same bytes")
+				info := storagetest.MustPut(t, d, "v", "same bytes")
 				if o.noXattr {
 					if !strings.HasPrefix(info.Version, "-.") {
 						t.Fatalf("version %q has an xattr part with xattrs off", info.Version)
@@ -625,8 +625,8 @@ func TestVersionChangesOnEveryWrite(t *testing.T) {
 			if before.Version == after.Version {
 				t.Fatalf("in-place rewrite kept version %q", after.Version)
 			}
-			_, err := putS(d, "v", "x", core.PutReplaceIfVersion, before.Version)
-			testkit.WantKind(t, "replace after a foreign write", err, core.ErrPreconditionFailed)
+			_, err := putS(d, "v", "x", storage.PutReplaceIfVersion, before.Version)
+			storagetest.WantKind(t, "replace after a foreign write", err, storage.ErrPreconditionFailed)
 			// Reading does not change it.
 			mustRead(t, d, "v")
 			if again, _ := d.Stat(bg, "v"); again.Version != after.Version {
@@ -642,7 +642,7 @@ func TestListOrderAndPaging(t *testing.T) {
 	d, root := newT(t)
 	keys := []string{"a.b", "a/b/c", "a/b.c", "a/bc", "a0", "a-1", "a~", "b", "a/b/d/e", "a/b-", "c/d", "a/ab"}
 	for _, k := range keys {
-		testkit.MustPut(t, d, k, "body of "+k)
+		storagetest.MustPut(t, d, k, "body of "+k)
 	}
 	// Things that are not keys: temp files, the reserved dir, empty
 	// directories. (Symlinks and special files refuse the listing:
@@ -658,7 +658,7 @@ func TestListOrderAndPaging(t *testing.T) {
 	}
 	syscall.Mkfifo(filepath.Join(root, "fifo"), 0o644)
 	_, _, err := readS(t, d, "fifo")
-	testkit.WantKind(t, "get of a fifo", err, core.ErrNotFound)
+	storagetest.WantKind(t, "get of a fifo", err, storage.ErrNotFound)
 	os.Remove(filepath.Join(root, "fifo"))
 
 	// Every prefix, StartAfter and page size against a brute-force answer.
@@ -683,7 +683,7 @@ func TestListOrderAndPaging(t *testing.T) {
 			}
 			for _, size := range []int{1, 2, 3, 1000} {
 				var got []string
-				opts := core.ListOptions{Prefix: p, StartAfter: a, PageSize: size}
+				opts := storage.ListOptions{Prefix: p, StartAfter: a, PageSize: size}
 				for {
 					page, err := d.List(bg, opts)
 					if err != nil {
@@ -713,12 +713,12 @@ func TestListOrderAndPaging(t *testing.T) {
 		}
 	}
 	// More is exact when the page is filled to the last key.
-	page, _ := d.List(bg, core.ListOptions{Prefix: "a/b/", PageSize: 2})
+	page, _ := d.List(bg, storage.ListOptions{Prefix: "a/b/", PageSize: 2})
 	if len(page.Objects) != 2 || page.More {
 		t.Fatalf("exactly-full page: %d objects, More=%v", len(page.Objects), page.More)
 	}
 	// Listed info matches Stat.
-	page, _ = d.List(bg, core.ListOptions{Prefix: "a/b/c"})
+	page, _ = d.List(bg, storage.ListOptions{Prefix: "a/b/c"})
 	st, _ := d.Stat(bg, "a/b/c")
 	if len(page.Objects) != 1 || page.Objects[0] != st {
 		t.Fatalf("list info %+v, stat %+v", page.Objects, st)
@@ -744,11 +744,11 @@ func TestListManyPages(t *testing.T) {
 		os.WriteFile(filepath.Join(d.root, k), nil, 0o644) // written directly: fast
 	}
 	sort.Strings(want)
-	page, err := d.List(bg, core.ListOptions{PageSize: 5000})
+	page, err := d.List(bg, storage.ListOptions{PageSize: 5000})
 	if err != nil || len(page.Objects) != 1000 || !page.More {
 		t.Fatalf("page size is not clamped to 1000: %d %v %v", len(page.Objects), page.More, err)
 	}
-	page, _ = d.List(bg, core.ListOptions{})
+	page, _ = d.List(bg, storage.ListOptions{})
 	if len(page.Objects) != 1000 {
 		t.Fatalf("default page size %d", len(page.Objects))
 	}
@@ -761,10 +761,10 @@ func TestListManyPages(t *testing.T) {
 
 func TestDeleteManyAndPruning(t *testing.T) {
 	d, root := newT(t)
-	testkit.MustPut(t, d, "p/q/r/s", "1")
-	testkit.MustPut(t, d, "p/q/x", "2")
-	testkit.MustPut(t, d, "p/y", "3")
-	testkit.MustPut(t, d, "z", "4")
+	storagetest.MustPut(t, d, "p/q/r/s", "1")
+	storagetest.MustPut(t, d, "p/q/x", "2")
+	storagetest.MustPut(t, d, "p/y", "3")
+	storagetest.MustPut(t, d, "z", "4")
 	res, err := d.DeleteMany(bg, []string{"p/q/r/s", "missing", "../bad", "p/q/x", "z"})
 	if err != nil {
 		t.Fatal(err)
@@ -775,7 +775,7 @@ func TestDeleteManyAndPruning(t *testing.T) {
 			t.Fatalf("result %d is for %q", i, r.Key)
 		}
 		if i == 2 {
-			testkit.WantKind(t, "bad key in batch", r.Err, core.ErrInvalidArgument)
+			storagetest.WantKind(t, "bad key in batch", r.Err, storage.ErrInvalidArgument)
 		} else if r.Err != nil {
 			t.Fatalf("result %d: %v", i, r.Err)
 		}
@@ -787,7 +787,7 @@ func TestDeleteManyAndPruning(t *testing.T) {
 		t.Fatalf("list = %v", got)
 	}
 	_, err = d.DeleteMany(bg, make([]string, 1001))
-	testkit.WantKind(t, "batch over the limit", err, core.ErrLimitExceeded)
+	storagetest.WantKind(t, "batch over the limit", err, storage.ErrLimitExceeded)
 }
 
 // A create racing with the pruning of its directory must not fail.
@@ -801,11 +801,11 @@ func TestCreateRacesPruning(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 300; i++ {
 				k := fmt.Sprintf("prune/deep/dir/%d", g)
-				if _, err := putS(d, k, "x", core.PutCreateIfAbsent, ""); err != nil {
+				if _, err := putS(d, k, "x", storage.PutCreateIfAbsent, ""); err != nil {
 					errs <- fmt.Errorf("create %s #%d: %w", k, i, err)
 					return
 				}
-				if err := d.Delete(bg, k, core.DeleteOptions{}); err != nil {
+				if err := d.Delete(bg, k, storage.DeleteOptions{}); err != nil {
 					errs <- fmt.Errorf("delete %s #%d: %w", k, i, err)
 					return
 				}
@@ -833,15 +833,15 @@ func TestGates(t *testing.T) {
 		ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 		_, err = dd.AcquireGate(ctx, MetadataGate)
 		cancel()
-		testkit.WantKind(t, "acquire of a held gate", err, core.ErrTransient)
+		storagetest.WantKind(t, "acquire of a held gate", err, storage.ErrTransient)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("timeout error does not wrap DeadlineExceeded: %v", err)
 		}
 	}
-	testkit.WantKind(t, "release with a wrong token", d.ReleaseGate(bg, core.GateLease{Name: MetadataGate, Token: "nope"}), core.ErrPreconditionFailed)
-	testkit.WantKind(t, "release from another driver", other.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+	storagetest.WantKind(t, "release with a wrong token", d.ReleaseGate(bg, storage.GateLease{Name: MetadataGate, Token: "nope"}), storage.ErrPreconditionFailed)
+	storagetest.WantKind(t, "release from another driver", other.ReleaseGate(bg, l1), storage.ErrPreconditionFailed)
 
-	got := make(chan core.GateLease)
+	got := make(chan storage.GateLease)
 	go func() {
 		l, err := other.AcquireGate(bg, MetadataGate)
 		if err != nil {
@@ -858,14 +858,14 @@ func TestGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	l2 := <-got
-	testkit.WantKind(t, "double release", d.ReleaseGate(bg, l1), core.ErrPreconditionFailed)
+	storagetest.WantKind(t, "double release", d.ReleaseGate(bg, l1), storage.ErrPreconditionFailed)
 	if err := other.ReleaseGate(bg, l2); err != nil {
 		t.Fatal(err)
 	}
 
 	_, err = d.AcquireGate(bg, "nope")
-	testkit.WantKind(t, "undeclared gate", err, core.ErrUnsupported)
-	testkit.WantKind(t, "release undeclared gate", d.ReleaseGate(bg, core.GateLease{Name: "nope", Token: "x"}), core.ErrUnsupported)
+	storagetest.WantKind(t, "undeclared gate", err, storage.ErrUnsupported)
+	storagetest.WantKind(t, "release undeclared gate", d.ReleaseGate(bg, storage.GateLease{Name: "nope", Token: "x"}), storage.ErrUnsupported)
 
 	// Close releases a held gate.
 	if _, err := other.AcquireGate(bg, MetadataGate); err != nil {
@@ -890,24 +890,24 @@ func TestUntrustedFilesystems(t *testing.T) {
 			root := t.TempDir()
 			d := openT(t, root, openOptions{fsType: &magic})
 			c, _ := d.Capabilities(bg)
-			for f, cp := range map[string]core.Capability{"create": c.CreateIfAbsent, "replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
-				if cp.Level != core.LevelNone || !strings.Contains(cp.Reason, name) {
+			for f, cp := range map[string]storage.Capability{"create": c.CreateIfAbsent, "replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
+				if cp.Level != storage.LevelNone || !strings.Contains(cp.Reason, name) {
 					t.Errorf("%s = %+v, want none with a reason naming %s", f, cp, name)
 				}
 			}
 			if len(c.Gates) != 0 {
 				t.Errorf("gates declared: %+v", c.Gates)
 			}
-			_, err := putS(d, "k/new", "x", core.PutCreateIfAbsent, "")
-			testkit.WantKind(t, "create-if-absent", err, core.ErrUnsupported)
+			_, err := putS(d, "k/new", "x", storage.PutCreateIfAbsent, "")
+			storagetest.WantKind(t, "create-if-absent", err, storage.ErrUnsupported)
 			if got := tree(t, root); len(got) != 0 {
 				t.Fatalf("unsupported create wrote %v", got)
 			}
-			testkit.MustPut(t, d, "k/old", "x") // overwrite still works
+			storagetest.MustPut(t, d, "k/old", "x") // overwrite still works
 			info, _ := d.Stat(bg, "k/old")
-			_, err = putS(d, "k/old", "y", core.PutReplaceIfVersion, info.Version)
-			testkit.WantKind(t, "replace-if-version", err, core.ErrUnsupported)
-			testkit.WantKind(t, "delete-if-version", d.Delete(bg, "k/old", core.DeleteOptions{IfVersion: info.Version}), core.ErrUnsupported)
+			_, err = putS(d, "k/old", "y", storage.PutReplaceIfVersion, info.Version)
+			storagetest.WantKind(t, "replace-if-version", err, storage.ErrUnsupported)
+			storagetest.WantKind(t, "delete-if-version", d.Delete(bg, "k/old", storage.DeleteOptions{IfVersion: info.Version}), storage.ErrUnsupported)
 			if s, _ := mustRead(t, d, "k/old"); s != "x" {
 				t.Fatalf("unsupported replace wrote %q", s)
 			}
@@ -915,45 +915,45 @@ func TestUntrustedFilesystems(t *testing.T) {
 				t.Fatalf("tree %v", got)
 			}
 			_, err = d.AcquireGate(bg, MetadataGate)
-			testkit.WantKind(t, "gate", err, core.ErrUnsupported)
+			storagetest.WantKind(t, "gate", err, storage.ErrUnsupported)
 			// The core refuses too.
-			s, _ := core.NewStore(bg, "localfs", d)
-			_, err = s.PutBytes(bg, "k/new", []byte("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
-			testkit.WantKind(t, "store create", err, core.ErrUnsupported)
+			s, _ := storage.NewStore(bg, "localfs", d)
+			_, err = s.PutBytes(bg, "k/new", []byte("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
+			storagetest.WantKind(t, "store create", err, storage.ErrUnsupported)
 		})
 	}
 	t.Run("fat", func(t *testing.T) {
 		for _, magic := range []uint32{0x4D44, 0x2011BAB0} {
 			d := openT(t, t.TempDir(), openOptions{fsType: &magic, noXattr: true})
 			c, _ := d.Capabilities(bg)
-			if c.CreateIfAbsent.Level != core.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "hard links") {
+			if c.CreateIfAbsent.Level != storage.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "hard links") {
 				t.Errorf("create = %+v", c.CreateIfAbsent)
 			}
-			if c.ReplaceIfVersion.Level != core.LevelNone || c.DeleteIfVersion.Level != core.LevelNone {
+			if c.ReplaceIfVersion.Level != storage.LevelNone || c.DeleteIfVersion.Level != storage.LevelNone {
 				t.Errorf("replace/delete = %+v %+v", c.ReplaceIfVersion, c.DeleteIfVersion)
 			}
-			_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
-			testkit.WantKind(t, "create on fat", err, core.ErrUnsupported)
+			_, err := putS(d, "x", "x", storage.PutCreateIfAbsent, "")
+			storagetest.WantKind(t, "create on fat", err, storage.ErrUnsupported)
 		}
 	})
 	t.Run("probes", func(t *testing.T) {
 		root := t.TempDir()
 		d := openT(t, root, openOptions{noLink: true})
 		c, _ := d.Capabilities(bg)
-		if c.CreateIfAbsent.Level != core.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "link(2)") {
+		if c.CreateIfAbsent.Level != storage.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "link(2)") {
 			t.Errorf("create after a failed link probe = %+v", c.CreateIfAbsent)
 		}
-		_, err := putS(d, "x", "x", core.PutCreateIfAbsent, "")
-		testkit.WantKind(t, "create after a failed link probe", err, core.ErrUnsupported)
+		_, err := putS(d, "x", "x", storage.PutCreateIfAbsent, "")
+		storagetest.WantKind(t, "create after a failed link probe", err, storage.ErrUnsupported)
 		if got := tree(t, root); len(got) != 0 {
 			t.Fatalf("wrote %v", got)
 		}
 		d = openT(t, t.TempDir(), openOptions{noFlock: true})
 		c, _ = d.Capabilities(bg)
-		if c.ReplaceIfVersion.Level != core.LevelNone || c.DeleteIfVersion.Level != core.LevelNone || len(c.Gates) != 0 {
+		if c.ReplaceIfVersion.Level != storage.LevelNone || c.DeleteIfVersion.Level != storage.LevelNone || len(c.Gates) != 0 {
 			t.Errorf("caps after a failed flock probe = %+v", c)
 		}
-		if c.CreateIfAbsent.Level != core.LevelNative {
+		if c.CreateIfAbsent.Level != storage.LevelNative {
 			t.Errorf("create after a failed flock probe = %+v", c.CreateIfAbsent)
 		}
 	})
@@ -970,22 +970,22 @@ func TestUntrustedFilesystems(t *testing.T) {
 
 func TestContext(t *testing.T) {
 	d, _ := newT(t)
-	testkit.MustPut(t, d, "k", "v")
+	storagetest.MustPut(t, d, "k", "v")
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
 	check := func(what string, err error, cause error) {
 		t.Helper()
-		testkit.WantKind(t, what, err, core.ErrTransient)
+		storagetest.WantKind(t, what, err, storage.ErrTransient)
 		if !errors.Is(err, cause) {
 			t.Fatalf("%s: %v does not wrap %v", what, err, cause)
 		}
 	}
 	_, err := d.Get(ctx, "k")
 	check("get", err, context.Canceled)
-	_, err = d.Put(ctx, "k2", strings.NewReader("x"), core.PutOptions{})
+	_, err = d.Put(ctx, "k2", strings.NewReader("x"), storage.PutOptions{})
 	check("put", err, context.Canceled)
-	check("delete", d.Delete(ctx, "k", core.DeleteOptions{}), context.Canceled)
-	_, err = d.List(ctx, core.ListOptions{})
+	check("delete", d.Delete(ctx, "k", storage.DeleteOptions{}), context.Canceled)
+	_, err = d.List(ctx, storage.ListOptions{})
 	check("list", err, context.Canceled)
 
 	dctx, dcancel := context.WithDeadline(bg, time.Now().Add(-time.Second))
@@ -1001,7 +1001,7 @@ func TestContext(t *testing.T) {
 		cancel2()
 		return copy(p, "more"), nil
 	}), strings.NewReader(strings.Repeat("z", 1<<20)))
-	_, err = d.Put(ctx2, "k3", body, core.PutOptions{})
+	_, err = d.Put(ctx2, "k3", body, storage.PutOptions{})
 	check("put cancelled mid-body", err, context.Canceled)
 	if got := tree(t, d.root); strings.Join(got, " ") != "k" {
 		t.Fatalf("tree after a cancelled put: %v", got)
@@ -1019,7 +1019,7 @@ func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 func TestLostUpdateGoroutines(t *testing.T) {
 	d, root := newT(t)
 	d2 := openT(t, root, openOptions{})
-	testkit.MustPut(t, d, "ctr", "0")
+	storagetest.MustPut(t, d, "ctr", "0")
 	const workers, incs = 4, 40
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
@@ -1057,11 +1057,11 @@ func increment(d *Driver, key string) error {
 		if _, err := fmt.Sscan(string(b), &n); err != nil {
 			return fmt.Errorf("counter body %q: %v", b, err)
 		}
-		_, err = d.Put(bg, key, strings.NewReader(fmt.Sprint(n+1)), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: r.Info.Version})
+		_, err = d.Put(bg, key, strings.NewReader(fmt.Sprint(n+1)), storage.PutOptions{Mode: storage.PutReplaceIfVersion, IfVersion: r.Info.Version})
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, core.ErrPreconditionFailed) {
+		if !errors.Is(err, storage.ErrPreconditionFailed) {
 			return err
 		}
 	}
@@ -1073,7 +1073,7 @@ func TestAtomicVisibility(t *testing.T) {
 	const size = 4 << 20
 	const writes = 200
 	body := func(i int) []byte { return bytes.Repeat([]byte{byte('A' + i%26)}, size) }
-	if _, err := d.Put(bg, "big", bytes.NewReader(body(0)), core.PutOptions{}); err != nil {
+	if _, err := d.Put(bg, "big", bytes.NewReader(body(0)), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -1111,7 +1111,7 @@ func TestAtomicVisibility(t *testing.T) {
 		}(r)
 	}
 	for i := 1; i <= writes; i++ {
-		if _, err := d.Put(bg, "big", bytes.NewReader(body(i)), core.PutOptions{}); err != nil {
+		if _, err := d.Put(bg, "big", bytes.NewReader(body(i)), storage.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1128,7 +1128,7 @@ func TestVersionStableAcrossReplaceAndLink(t *testing.T) {
 	root := t.TempDir()
 	d := openT(t, root, openOptions{})
 	ctx := context.Background()
-	v1, err := d.Put(ctx, "k", strings.NewReader("one"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+	v1, err := d.Put(ctx, "k", strings.NewReader("one"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1138,7 +1138,7 @@ func TestVersionStableAcrossReplaceAndLink(t *testing.T) {
 	}
 	defer f.Close()
 	time.Sleep(20 * time.Millisecond) // past the timestamp tick
-	if _, err := d.Put(ctx, "k", strings.NewReader("two"), core.PutOptions{}); err != nil {
+	if _, err := d.Put(ctx, "k", strings.NewReader("two"), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old, _, err := infoFd("k", int(f.Fd()))

@@ -11,14 +11,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Get opens the object and streams it from that descriptor; the Info is
 // computed from the same descriptor, so it describes exactly the bytes read.
 // Every write replaces the name with a complete file, so a reader never sees
 // a partial or mixed body.
-func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *Driver) Get(ctx context.Context, key string) (*storage.Reader, error) {
 	const op = "get"
 	if err := checkKey(op, key); err != nil {
 		return nil, err
@@ -38,71 +38,71 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &core.Reader{Info: info, ReadCloser: os.NewFile(uintptr(fd), filepath.Join(d.root, key))}, nil
+	return &storage.Reader{Info: info, ReadCloser: os.NewFile(uintptr(fd), filepath.Join(d.root, key))}, nil
 }
 
 // Stat returns the object's info.
-func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
 	const op = "stat"
 	if err := checkKey(op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	leave, err := d.enter(ctx, op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer leave()
 	dirSegs, name := splitKey(key)
 	c, err := d.walk(op, key, dirSegs, false)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer c.close()
 	return statObject(op, key, c.dir(), name)
 }
 
 // Put writes body under key per opts.Mode.
-func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	const op = "put"
 	if err := checkKey(op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	switch opts.Mode {
-	case core.PutOverwrite, core.PutCreateIfAbsent:
+	case storage.PutOverwrite, storage.PutCreateIfAbsent:
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
-	case core.PutReplaceIfVersion:
+	case storage.PutReplaceIfVersion:
 		if opts.IfVersion == "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "replace-if-version needs the expected version")
 		}
 	default:
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
 	}
 	if body == nil {
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "nil body: pass an empty reader for an empty object")
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "nil body: pass an empty reader for an empty object")
 	}
 	leave, err := d.enter(ctx, op, key)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer leave()
 	if d.openRO {
-		return core.Info{}, core.ReadOnlyError(op, key)
+		return storage.Info{}, storage.ReadOnlyError(op, key)
 	}
 	if d.readOnly {
-		return core.Info{}, core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}
 	switch opts.Mode {
-	case core.PutCreateIfAbsent:
+	case storage.PutCreateIfAbsent:
 		if !d.createOK {
-			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported,
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrUnsupported,
 				"create-if-absent is not provided here: %s; nothing was written", d.caps.CreateIfAbsent.Reason)
 		}
 		return d.putCreate(ctx, op, key, body)
-	case core.PutReplaceIfVersion:
-		if d.caps.ReplaceIfVersion.Level == core.LevelNone {
-			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported,
+	case storage.PutReplaceIfVersion:
+		if d.caps.ReplaceIfVersion.Level == storage.LevelNone {
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrUnsupported,
 				"replace-if-version is not provided here: %s; nothing was written", d.caps.ReplaceIfVersion.Reason)
 		}
 		return d.putReplace(ctx, op, key, body, opts.IfVersion)
@@ -146,12 +146,12 @@ func existingErr(op, key string, k entryKind) error {
 // comes after it. Between link and the unlink of the temp name the file has
 // two links; the version token leaves ctime out, so that window does not
 // change it.
-func (d *Driver) putCreate(ctx context.Context, op, key string, body io.Reader) (core.Info, error) {
+func (d *Driver) putCreate(ctx context.Context, op, key string, body io.Reader) (storage.Info, error) {
 	dirSegs, name := splitKey(key)
 	for attempt := 0; ; attempt++ {
 		c, err := d.walk(op, key, dirSegs, true)
 		if err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
 		info, err := d.createIn(ctx, op, key, c, name, body)
 		c.close()
@@ -159,26 +159,26 @@ func (d *Driver) putCreate(ctx context.Context, op, key string, body io.Reader) 
 			if attempt < maxWalkRetries {
 				continue
 			}
-			return core.Info{}, core.Errorf(op, key, core.ErrTransient, "the key's directory kept being removed concurrently")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrTransient, "the key's directory kept being removed concurrently")
 		}
 		return info, err
 	}
 }
 
-func (d *Driver) createIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (core.Info, error) {
+func (d *Driver) createIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (storage.Info, error) {
 	k, err := lstatAt(c.dir(), name)
 	if err != nil {
-		return core.Info{}, mapErr(op, key, "", err)
+		return storage.Info{}, mapErr(op, key, "", err)
 	}
 	if k == entFile {
-		return core.Info{}, core.Errorf(op, key, core.ErrAlreadyExists, "the key exists; nothing was written")
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrAlreadyExists, "the key exists; nothing was written")
 	}
 	if err := existingErr(op, key, makeRoom(c.dir(), name, k)); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer t.f.Close()
 	if err := unix.Linkat(c.dir(), t.name, c.dir(), name, 0); err != nil {
@@ -186,34 +186,34 @@ func (d *Driver) createIn(ctx context.Context, op, key string, c *chain, name st
 		if err == unix.EEXIST {
 			k, _ := lstatAt(c.dir(), name)
 			if e := existingErr(op, key, k); e != nil {
-				return core.Info{}, e
+				return storage.Info{}, e
 			}
-			return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists,
+			return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists,
 				Msg: "the key exists; nothing was written", Err: err}
 		}
-		return core.Info{}, mapErr(op, key, "linking the temp file into place", err)
+		return storage.Info{}, mapErr(op, key, "linking the temp file into place", err)
 	}
 	// The object is in place. A temp name that cannot be removed is hidden
 	// from List anyway, so its failure does not fail the create.
 	t.unlinkName()
 	info, _, err := infoFd(key, t.fd)
 	if err != nil {
-		return core.Info{}, mapErr(op, key, "stat of the new object", err)
+		return storage.Info{}, mapErr(op, key, "stat of the new object", err)
 	}
 	if err := fsyncDir(c.dir()); err != nil {
-		return core.Info{}, mapErr(op, key, "fsync of the key's directory", err)
+		return storage.Info{}, mapErr(op, key, "fsync of the key's directory", err)
 	}
 	return info, nil
 }
 
 // putOverwrite renames a complete temp file over the key's name, holding
 // the key lock so it cannot land between a gated op's compare and write.
-func (d *Driver) putOverwrite(ctx context.Context, op, key string, body io.Reader) (core.Info, error) {
+func (d *Driver) putOverwrite(ctx context.Context, op, key string, body io.Reader) (storage.Info, error) {
 	dirSegs, name := splitKey(key)
 	for attempt := 0; ; attempt++ {
 		c, err := d.walk(op, key, dirSegs, true)
 		if err != nil {
-			return core.Info{}, err
+			return storage.Info{}, err
 		}
 		info, err := d.overwriteIn(ctx, op, key, c, name, body)
 		c.close()
@@ -221,35 +221,35 @@ func (d *Driver) putOverwrite(ctx context.Context, op, key string, body io.Reade
 			if attempt < maxWalkRetries {
 				continue
 			}
-			return core.Info{}, core.Errorf(op, key, core.ErrTransient, "the key's directory kept being removed concurrently")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrTransient, "the key's directory kept being removed concurrently")
 		}
 		return info, err
 	}
 }
 
-func (d *Driver) overwriteIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (core.Info, error) {
+func (d *Driver) overwriteIn(ctx context.Context, op, key string, c *chain, name string, body io.Reader) (storage.Info, error) {
 	k, err := lstatAt(c.dir(), name)
 	if err != nil {
-		return core.Info{}, mapErr(op, key, "", err)
+		return storage.Info{}, mapErr(op, key, "", err)
 	}
 	if err := existingErr(op, key, makeRoom(c.dir(), name, k)); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	unlock, err := d.lockKey(ctx, op, key)
 	if err != nil {
 		t.discard()
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	return d.renameInto(op, key, c, name, t, unlock)
 }
 
 // renameInto renames t over name, computes the new info and releases the
 // key lock, then fsyncs the directory. It consumes t and unlock.
-func (d *Driver) renameInto(op, key string, c *chain, name string, t *tempFile, unlock func()) (core.Info, error) {
+func (d *Driver) renameInto(op, key string, c *chain, name string, t *tempFile, unlock func()) (storage.Info, error) {
 	// Refuse a symlink or directory that appeared meanwhile. (rename(2)
 	// would replace a symlink itself, never write through it, but the rule
 	// is to refuse.)
@@ -266,17 +266,17 @@ func (d *Driver) renameInto(op, key string, c *chain, name string, t *tempFile, 
 	if err != nil {
 		unlock()
 		t.discard()
-		return core.Info{}, mapErr(op, key, "renaming the temp file into place", err)
+		return storage.Info{}, mapErr(op, key, "renaming the temp file into place", err)
 	}
 	// Under the lock: the info is of the object as this write left it.
 	info, _, ierr := infoFd(key, t.fd)
 	unlock()
 	t.f.Close()
 	if ierr != nil {
-		return core.Info{}, mapErr(op, key, "stat of the new object", ierr)
+		return storage.Info{}, mapErr(op, key, "stat of the new object", ierr)
 	}
 	if err := fsyncDir(c.dir()); err != nil {
-		return core.Info{}, mapErr(op, key, "fsync of the key's directory", err)
+		return storage.Info{}, mapErr(op, key, "fsync of the key's directory", err)
 	}
 	return info, nil
 }
@@ -284,36 +284,36 @@ func (d *Driver) renameInto(op, key string, c *chain, name string, t *tempFile, 
 // putReplace writes the temp file first (outside the lock, after a cheap
 // unlocked check that fails fast on a stale version), then under the key
 // lock compares the version again and renames.
-func (d *Driver) putReplace(ctx context.Context, op, key string, body io.Reader, ifVersion string) (core.Info, error) {
+func (d *Driver) putReplace(ctx context.Context, op, key string, body io.Reader, ifVersion string) (storage.Info, error) {
 	dirSegs, name := splitKey(key)
 	c, err := d.walk(op, key, dirSegs, false)
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	defer c.close()
 	if err := checkVersion(op, key, c, name, ifVersion); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	t, err := writeTemp(ctx, op, key, c.dir(), body, d.xattr)
 	if err == errRetryWalk {
 		// The directory is gone, so is the object.
-		return core.Info{}, core.Errorf(op, key, core.ErrNotFound, "no object; nothing was written")
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrNotFound, "no object; nothing was written")
 	}
 	if err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	unlock, err := d.lockKey(ctx, op, key)
 	if err != nil {
 		t.discard()
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	if err := checkVersion(op, key, c, name, ifVersion); err != nil {
 		unlock()
 		t.discard()
-		if core.KindOf(err) == core.ErrNotFound {
+		if storage.KindOf(err) == storage.ErrNotFound {
 			c.prune()
 		}
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	return d.renameInto(op, key, c, name, t, unlock)
 }
@@ -322,20 +322,20 @@ func (d *Driver) putReplace(ctx context.Context, op, key string, body io.Reader,
 func checkVersion(op, key string, c *chain, name, want string) error {
 	cur, err := statObject(op, key, c.dir(), name)
 	if err != nil {
-		if core.KindOf(err) == core.ErrNotFound {
-			return core.Errorf(op, key, core.ErrNotFound, "no object; nothing was changed")
+		if storage.KindOf(err) == storage.ErrNotFound {
+			return storage.Errorf(op, key, storage.ErrNotFound, "no object; nothing was changed")
 		}
 		return err
 	}
 	if cur.Version != want {
-		return core.Errorf(op, key, core.ErrPreconditionFailed,
+		return storage.Errorf(op, key, storage.ErrPreconditionFailed,
 			"the object's version is %s, not %s; nothing was changed", cur.Version, want)
 	}
 	return nil
 }
 
 // Delete removes key per opts.
-func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (d *Driver) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	const op = "delete"
 	if err := checkKey(op, key); err != nil {
 		return err
@@ -346,13 +346,13 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 	}
 	defer leave()
 	if d.openRO {
-		return core.ReadOnlyError(op, key)
+		return storage.ReadOnlyError(op, key)
 	}
 	if d.readOnly {
-		return core.Errorf(op, key, core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+		return storage.Errorf(op, key, storage.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}
-	if opts.IfVersion != "" && d.caps.DeleteIfVersion.Level == core.LevelNone {
-		return core.Errorf(op, key, core.ErrUnsupported,
+	if opts.IfVersion != "" && d.caps.DeleteIfVersion.Level == storage.LevelNone {
+		return storage.Errorf(op, key, storage.ErrUnsupported,
 			"delete-if-version is not provided here: %s; nothing was deleted", d.caps.DeleteIfVersion.Reason)
 	}
 	return d.delete(ctx, op, key, opts.IfVersion)
@@ -365,12 +365,12 @@ func (d *Driver) delete(ctx context.Context, op, key, ifVersion string) error {
 		if ifVersion == "" {
 			return nil
 		}
-		return core.Errorf(op, key, core.ErrNotFound, "no object; nothing was deleted")
+		return storage.Errorf(op, key, storage.ErrNotFound, "no object; nothing was deleted")
 	}
 	dirSegs, name := splitKey(key)
 	c, err := d.walk(op, key, dirSegs, false)
 	if err != nil {
-		if core.KindOf(err) == core.ErrNotFound {
+		if storage.KindOf(err) == storage.ErrNotFound {
 			return missing()
 		}
 		return err
@@ -414,10 +414,10 @@ func (d *Driver) delete(ctx context.Context, op, key, ifVersion string) error {
 }
 
 // DeleteMany deletes keys unconditionally, one result per key in order.
-func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
-		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
+		return nil, storage.Errorf(op, "", storage.ErrLimitExceeded, "%d keys exceeds the batch limit of %d", len(keys), maxDeleteBatch)
 	}
 	leave, err := d.enter(ctx, op, "")
 	if err != nil {
@@ -425,12 +425,12 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	}
 	defer leave()
 	if d.openRO {
-		return nil, core.ReadOnlyError(op, "")
+		return nil, storage.ReadOnlyError(op, "")
 	}
 	if d.readOnly {
-		return nil, core.Errorf(op, "", core.ErrPermissionDenied, "the store root %s is not writable", d.root)
+		return nil, storage.Errorf(op, "", storage.ErrPermissionDenied, "the store root %s is not writable", d.root)
 	}
-	out := make([]core.DeleteResult, len(keys))
+	out := make([]storage.DeleteResult, len(keys))
 	for i, k := range keys {
 		out[i].Key = k
 	}
@@ -465,7 +465,7 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 // them again finds them gone, which is success). An ended context stops it
 // before the next key (a cleanup that lost its claim must not go on
 // deleting): what was unlinked is still synced, and the error is returned.
-func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out []core.DeleteResult) error {
+func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out []storage.DeleteResult) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError("delete-many", keys[idx[0]], err)
 	}
@@ -473,7 +473,7 @@ func (d *Driver) deleteInDir(ctx context.Context, keys []string, idx []int, out 
 	dirSegs, _ := splitKey(first)
 	c, err := d.walk("delete", first, dirSegs, false)
 	if err != nil {
-		if core.KindOf(err) == core.ErrNotFound {
+		if storage.KindOf(err) == storage.ErrNotFound {
 			return nil // no directory: nothing to delete, each is a success
 		}
 		for _, i := range idx {

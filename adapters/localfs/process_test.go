@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // The multi-process tests re-execute this test binary as workers: with
@@ -56,11 +56,11 @@ func runWorker(mode string) int {
 		for in.Scan() {
 			round := in.Text()
 			_, err := d.Put(bg, "race/"+round, strings.NewReader(createBody(id, round)),
-				core.PutOptions{Mode: core.PutCreateIfAbsent})
+				storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 			if err == nil {
 				fmt.Printf("%s won\n", round)
 			} else {
-				fmt.Printf("%s lost %d %s\n", round, core.KindOf(err), strings.ReplaceAll(err.Error(), "\n", " "))
+				fmt.Printf("%s lost %d %s\n", round, storage.KindOf(err), strings.ReplaceAll(err.Error(), "\n", " "))
 			}
 		}
 		return 0
@@ -163,7 +163,7 @@ func TestCreateIfAbsentAcrossProcesses(t *testing.T) {
 			switch {
 			case f[1] == "won":
 				won = append(won, w.id)
-			case f[1] == "lost" && len(f) > 2 && f[2] == strconv.Itoa(int(core.ErrAlreadyExists)):
+			case f[1] == "lost" && len(f) > 2 && f[2] == strconv.Itoa(int(storage.ErrAlreadyExists)):
 			default:
 				t.Fatalf("round %d: worker %s: %q, want won or lost with already exists", r, w.id, w.out.Text())
 			}
@@ -195,7 +195,7 @@ func TestLostUpdateAcrossProcesses(t *testing.T) {
 	const procs, incs = 4, 100
 	root := t.TempDir()
 	d := openT(t, root, openOptions{})
-	testkit.MustPut(t, d, "counter", "0")
+	storagetest.MustPut(t, d, "counter", "0")
 	start := time.Now()
 	ws := startWorkers(t, "incr", root, procs, envIncs+"="+strconv.Itoa(incs))
 	waitWorkers(t, ws)

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // snapshot lists every entry under root, hidden ones and the reserved
@@ -54,11 +54,11 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 
 	for _, open := range []struct {
 		name string
-		fn   func() (core.Driver, error)
+		fn   func() (storage.Driver, error)
 	}{
-		{"OpenReadOnly", func() (core.Driver, error) { return OpenReadOnly(root) }},
-		{"Adapter.Open", func() (core.Driver, error) {
-			return Adapter.Open(bg, core.Location{Scheme: "file", Path: root, ReadOnly: true})
+		{"OpenReadOnly", func() (storage.Driver, error) { return OpenReadOnly(root) }},
+		{"Adapter.Open", func() (storage.Driver, error) {
+			return Adapter.Open(bg, storage.Location{Scheme: "file", Path: root, ReadOnly: true})
 		}},
 	} {
 		t.Run(open.name, func(t *testing.T) {
@@ -77,8 +77,8 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 			if !caps.ReadOnly || len(caps.Gates) != 0 {
 				t.Errorf("caps: read-only %v, gates %v", caps.ReadOnly, caps.Gates)
 			}
-			for f, c := range map[string]core.Capability{"create": caps.CreateIfAbsent, "replace": caps.ReplaceIfVersion, "delete": caps.DeleteIfVersion} {
-				if c.Level != core.LevelNone || c.Reason != "opened read-only" {
+			for f, c := range map[string]storage.Capability{"create": caps.CreateIfAbsent, "replace": caps.ReplaceIfVersion, "delete": caps.DeleteIfVersion} {
+				if c.Level != storage.LevelNone || c.Reason != "opened read-only" {
 					t.Errorf("%s: %+v, want none (opened read-only)", f, c)
 				}
 			}
@@ -92,7 +92,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 			if _, err := d.Stat(bg, "ds.lance/_versions/1.manifest"); err != nil {
 				t.Fatal(err)
 			}
-			page, err := d.List(bg, core.ListOptions{})
+			page, err := d.List(bg, storage.ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,29 +107,29 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 			// Writes are refused.
 			ro := func(what string, err error) {
 				t.Helper()
-				testkit.WantKind(t, what, err, core.ErrPermissionDenied)
+				storagetest.WantKind(t, what, err, storage.ErrPermissionDenied)
 				if !strings.Contains(err.Error(), "store opened read-only") {
 					t.Errorf("%s: %v", what, err)
 				}
 			}
-			for _, m := range []core.PutMode{core.PutOverwrite, core.PutCreateIfAbsent} {
-				_, err := d.Put(bg, "new/k", strings.NewReader("x"), core.PutOptions{Mode: m})
+			for _, m := range []storage.PutMode{storage.PutOverwrite, storage.PutCreateIfAbsent} {
+				_, err := d.Put(bg, "new/k", strings.NewReader("x"), storage.PutOptions{Mode: m})
 				ro("put", err)
 			}
-			_, err = d.Put(bg, "ds.lance/_versions/1.manifest", strings.NewReader("x"), core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: "v"})
+			_, err = d.Put(bg, "ds.lance/_versions/1.manifest", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutReplaceIfVersion, IfVersion: "v"})
 			ro("put replace", err)
-			ro("delete", d.Delete(bg, "ds.lance/_versions/1.manifest", core.DeleteOptions{}))
+			ro("delete", d.Delete(bg, "ds.lance/_versions/1.manifest", storage.DeleteOptions{}))
 			_, err = d.DeleteMany(bg, []string{"ds.lance/_versions/1.manifest"})
 			ro("delete-many", err)
 			_, err = d.AcquireGate(bg, MetadataGate)
 			ro("acquire-gate", err)
 
 			// Through the portable Store too.
-			s, err := core.NewStore(bg, "localfs", d)
+			s, err := storage.NewStore(bg, "localfs", d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = s.PutBytes(bg, "k", []byte("x"), core.PutOptions{})
+			_, err = s.PutBytes(bg, "k", []byte("x"), storage.PutOptions{})
 			ro("store put", err)
 		})
 	}
@@ -142,7 +142,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 // reserved directory and temp files from List.
 func TestOpenReadOnlyHidesReserved(t *testing.T) {
 	d, root := newT(t)
-	testkit.MustPut(t, d, "a/b", "x")
+	storagetest.MustPut(t, d, "a/b", "x")
 	if err := os.WriteFile(filepath.Join(root, "a", tmpPrefix+"left"), []byte("t"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // fsClass groups filesystems by how far link(2), flock(2) and xattrs can be
@@ -59,8 +59,8 @@ func (k fsKind) String() string { return fmt.Sprintf("%s (statfs magic 0x%x)", k
 // setup creates the reserved directories, probes link(2), flock(2) and
 // xattrs on the root's filesystem, and fixes the capabilities.
 func (d *Driver) setup(o openOptions) error {
-	caps := core.Capabilities{
-		Limits:         core.Limits{MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
+	caps := storage.Capabilities{
+		Limits:         storage.Limits{MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		Notes: []string{
@@ -89,7 +89,7 @@ func (d *Driver) setup(o openOptions) error {
 	if o.readOnly {
 		d.openRO = true
 		d.readOnly = true
-		none := core.Capability{Level: core.LevelNone, Reason: "opened read-only"}
+		none := storage.Capability{Level: storage.LevelNone, Reason: "opened read-only"}
 		caps.CreateIfAbsent, caps.ReplaceIfVersion, caps.DeleteIfVersion = none, none, none
 		caps.ReadOnly = true
 		caps.Notes = append(caps.Notes, "opened read-only: nothing was created or probed, and every write is refused")
@@ -141,24 +141,24 @@ func (d *Driver) setup(o openOptions) error {
 
 	if createWhy == "" {
 		d.createOK = true
-		caps.CreateIfAbsent = core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal,
+		caps.CreateIfAbsent = storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal,
 			Reason: "link(2) of a complete, fsynced temp file fails with EEXIST if the name exists; the kernel makes it atomic for every writer of the filesystem"}
 	} else {
-		caps.CreateIfAbsent = core.Capability{Level: core.LevelNone, Reason: createWhy}
+		caps.CreateIfAbsent = storage.Capability{Level: storage.LevelNone, Reason: createWhy}
 	}
 	if lockWhy == "" {
 		d.lockOK = true
-		caps.Gates = []core.GateSpec{{Name: MetadataGate, Scope: core.ScopeHost,
+		caps.Gates = []storage.GateSpec{{Name: MetadataGate, Scope: storage.ScopeHost,
 			Covers: "multi-object metadata updates of this store by processes on this host: flock(2) on " + reservedDir + "/gates/" + MetadataGate + ".lock"}}
 	}
-	gated := func() core.Capability {
+	gated := func() storage.Capability {
 		switch {
 		case lockWhy != "":
-			return core.Capability{Level: core.LevelNone, Reason: lockWhy}
+			return storage.Capability{Level: storage.LevelNone, Reason: lockWhy}
 		case versionWhy != "":
-			return core.Capability{Level: core.LevelNone, Reason: versionWhy}
+			return storage.Capability{Level: storage.LevelNone, Reason: versionWhy}
 		}
-		return core.Capability{Level: core.LevelGated, Gate: stripeGate, Scope: core.ScopeHost,
+		return storage.Capability{Level: storage.LevelGated, Gate: stripeGate, Scope: storage.ScopeHost,
 			Reason: "flock(2) on one of 256 striped lock files in " + reservedDir + "/locks is held around the version compare and the rename or unlink; every write of the key through localfs takes it"}
 	}
 	caps.ReplaceIfVersion = gated()

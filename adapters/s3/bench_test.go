@@ -3,15 +3,15 @@ package s3
 import (
 	"testing"
 
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/adapterbench"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Benchmarks of the s3 adapter in process against the same adapter through
 // the plugin boundary (this test binary re-executed as a plugin of itself serving s3,
 // as the retain binary serves its bundled adapters), on each emulator.
-// Every driver is wrapped in testkit.Counting, so each reports req/op: the
+// Every driver is wrapped in storagetest.Counting, so each reports req/op: the
 // contract calls per op (the S3 requests behind them are in the notes of
 // each benchmark). The runner and the measured loops are adapterbench's.
 // Run with e.g.
@@ -29,11 +29,11 @@ var benchEmulators = []struct {
 // benchEach runs fn in process and through the plugin for every emulator,
 // on a prefix of a bucket made for it; with fill, the 1,000 keys
 // BenchmarkList1000 lists are put first, once per emulator.
-func benchEach(b *testing.B, fill bool, fn func(b *testing.B, d core.Driver)) {
+func benchEach(b *testing.B, fill bool, fn func(b *testing.B, d storage.Driver)) {
 	for _, em := range benchEmulators {
 		b.Run(em.name, func(b *testing.B) {
 			useEmulator(b, em.start(b), "bench")
-			loc := core.Location{Scheme: Scheme, Bucket: "bench", Prefix: "b"}
+			loc := storage.Location{Scheme: Scheme, Bucket: "bench", Prefix: "b"}
 			if fill {
 				adapterbench.Fill1000(b, adapterbench.InProcess(Adapter)(b, loc))
 			}
@@ -54,11 +54,11 @@ func BenchmarkPutCreateDelete(b *testing.B) {
 // conditional delete of a missing key with success), or Get + Delete
 // (verify, then an unconditional delete) where it is none (gofakes3).
 func BenchmarkClaimCycle(b *testing.B) {
-	benchEach(b, false, func(b *testing.B, d core.Driver) { adapterbench.ClaimCycle(b, d, core.ScopeGlobal) })
+	benchEach(b, false, func(b *testing.B, d storage.Driver) { adapterbench.ClaimCycle(b, d, storage.ScopeGlobal) })
 }
 
 // BenchmarkList1000: one ListObjectsV2 page of 1,000 keys, which must say
 // it is the last.
 func BenchmarkList1000(b *testing.B) {
-	benchEach(b, true, func(b *testing.B, d core.Driver) { adapterbench.List1000(b, d, true) })
+	benchEach(b, true, func(b *testing.B, d storage.Driver) { adapterbench.List1000(b, d, true) })
 }

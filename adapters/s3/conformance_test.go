@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // The conformance suite through the plugin boundary (this test binary
@@ -15,7 +15,7 @@ import (
 // see TestMain), 4 processes x the default rounds, against each emulator.
 
 func confConfig(e *emulator.S3, store string, t *testing.T) conformance.Config {
-	cfg := conformance.Config{Adapter: Name, Adapters: []core.Adapter{Adapter}, Store: store,
+	cfg := conformance.Config{Adapter: Name, Adapters: []storage.Adapter{Adapter}, Store: store,
 		Backend: e.Name, ReportDir: t.TempDir()}
 	if strings.HasPrefix(e.Name, "versitygw") {
 		cfg.Skip = map[string]string{"conditional-delete-race": versitygwDeleteRace}
@@ -36,7 +36,7 @@ func TestConformanceVersitygw(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "retain-conf")
 	rep := conformance.Check(t, confConfig(e, "s3://retain-conf/suite", t), "s3-versitygw")
-	wantDeclared(t, rep, core.LevelNative, core.LevelNative, core.LevelNative)
+	wantDeclared(t, rep, storage.LevelNative, storage.LevelNative, storage.LevelNative)
 	for _, name := range []string{"create-if-absent-race", "compare-and-swap", "conditional-delete", "claim", "capability-honesty", "linearizability"} {
 		wantResult(t, rep, name, conformance.Pass)
 	}
@@ -50,7 +50,7 @@ func TestConformanceGoFakeS3Auto(t *testing.T) {
 	e := emulator.GoFakeS3(t)
 	useEmulator(t, e, "retain-conf")
 	rep := conformance.Check(t, confConfig(e, "s3://retain-conf/suite?conditional-delete=auto", t), "s3-gofakes3")
-	wantDeclared(t, rep, core.LevelNative, core.LevelNative, core.LevelNone)
+	wantDeclared(t, rep, storage.LevelNative, storage.LevelNative, storage.LevelNone)
 	if r := rep.Capabilities.DeleteIfVersion.Reason; !strings.Contains(r, "ignores If-Match on DeleteObject") {
 		t.Errorf("delete-if-version none for the wrong reason: %q", r)
 	}
@@ -65,7 +65,7 @@ func TestConformanceGoFakeS3Off(t *testing.T) {
 	e := emulator.GoFakeS3(t)
 	useEmulator(t, e, "retain-conf")
 	rep := conformance.Check(t, confConfig(e, "s3://retain-conf/suite?conditional-delete=off", t), "s3-gofakes3-off")
-	wantDeclared(t, rep, core.LevelNative, core.LevelNative, core.LevelNone)
+	wantDeclared(t, rep, storage.LevelNative, storage.LevelNative, storage.LevelNone)
 	if r := rep.Capabilities.DeleteIfVersion.Reason; r != "conditional-delete=off in the store URI" {
 		t.Errorf("delete-if-version none for the wrong reason: %q", r)
 	}
@@ -87,7 +87,7 @@ func TestConformanceGoFakeS3ForcedOnFails(t *testing.T) {
 	var sb strings.Builder
 	rep.WriteTable(&sb)
 	t.Logf("conformance s3-gofakes3 with conditional-delete=on (expected to fail):\n%s", sb.String())
-	wantDeclared(t, rep, core.LevelNative, core.LevelNative, core.LevelNative)
+	wantDeclared(t, rep, storage.LevelNative, storage.LevelNative, storage.LevelNative)
 	wantResult(t, rep, "contract/DeleteIfVersion", conformance.Fail)
 	wantResult(t, rep, "conditional-delete", conformance.Fail)
 	wantResult(t, rep, "capability-honesty", conformance.Fail)
@@ -108,7 +108,7 @@ func TestConformanceVersitygwInProcess(t *testing.T) {
 	conformance.Check(t, cfg, "s3-versitygw-inprocess")
 }
 
-func wantDeclared(t *testing.T, rep *conformance.Report, create, replace, del core.Level) {
+func wantDeclared(t *testing.T, rep *conformance.Report, create, replace, del storage.Level) {
 	t.Helper()
 	c := rep.Capabilities
 	if c.CreateIfAbsent.Level != create || c.ReplaceIfVersion.Level != replace || c.DeleteIfVersion.Level != del {

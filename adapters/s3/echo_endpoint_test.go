@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
 )
 
 // An endpoint that echoes each signed request (headers, security token,
@@ -55,11 +55,11 @@ func TestEchoingEndpointErrorsCarryNoCredential(t *testing.T) {
 	var texts []string
 	_, err := d.Get(bg, "k")
 	texts = append(texts, err.Error())
-	_, err = putS(d, "k", "y", core.PutCreateIfAbsent, "")
+	_, err = putS(d, "k", "y", storage.PutCreateIfAbsent, "")
 	texts = append(texts, err.Error())
-	_, err = d.List(bg, core.ListOptions{})
+	_, err = d.List(bg, storage.ListOptions{})
 	texts = append(texts, err.Error())
-	texts = append(texts, d.Delete(bg, "k", core.DeleteOptions{}).Error())
+	texts = append(texts, d.Delete(bg, "k", storage.DeleteOptions{}).Error())
 	texts = append(texts, d.caps.Notes...)
 	texts = append(texts, d.caps.CreateIfAbsent.Reason, d.caps.DeleteIfVersion.Reason)
 

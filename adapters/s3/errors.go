@@ -14,8 +14,8 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 // failure is what an SDK error says, read from its types: the service's
@@ -75,57 +75,57 @@ func (f failure) refused() bool {
 }
 
 // kind classifies an S3 failure.
-func (f failure) kind() (core.Kind, string) {
+func (f failure) kind() (storage.Kind, string) {
 	switch f.code {
 	case codeNoSuchKey, codeNotFound:
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case codeNoSuchBucket:
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case codePreconditionFailed:
-		return core.ErrPreconditionFailed, ""
+		return storage.ErrPreconditionFailed, ""
 	case codeCondConflict:
-		return core.ErrTransient, "a concurrent conditional request on the key won (409 ConditionalRequestConflict); this one did not happen"
+		return storage.ErrTransient, "a concurrent conditional request on the key won (409 ConditionalRequestConflict); this one did not happen"
 	case "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "AccountProblem",
 		"InvalidToken", "ExpiredToken", "TokenRefreshRequired", "InvalidSecurity", "InvalidObjectState", "Forbidden",
 		"XAdminUserNotFound": // versitygw's answer (with 404) to an unknown access key id
-		return core.ErrPermissionDenied, ""
+		return storage.ErrPermissionDenied, ""
 	case "EntityTooLarge", "MaxMessageLengthExceeded", "MetadataTooLarge":
-		return core.ErrLimitExceeded, ""
+		return storage.ErrLimitExceeded, ""
 	case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
 		"RequestTimeout", "RequestTimeoutException", "InternalError", "ServiceUnavailable", "OperationAborted",
 		"RequestTimeTooSkewed", "BadDigest", "IncompleteBody", "PriorRequestNotComplete":
-		return core.ErrTransient, ""
+		return storage.ErrTransient, ""
 	case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
-		return core.ErrInvalidArgument, "the bucket lives in another region or behind another endpoint: set AWS_REGION or ?region= (and ?endpoint=) to match it"
+		return storage.ErrInvalidArgument, "the bucket lives in another region or behind another endpoint: set AWS_REGION or ?region= (and ?endpoint=) to match it"
 	case "InvalidBucketName", "KeyTooLongError":
-		return core.ErrInvalidArgument, ""
+		return storage.ErrInvalidArgument, ""
 	case "NotImplemented":
-		return core.ErrUnsupported, "the endpoint does not implement this request"
+		return storage.ErrUnsupported, "the endpoint does not implement this request"
 	}
 	switch s := f.status; {
 	case s == http.StatusNotFound:
-		return core.ErrNotFound, ""
+		return storage.ErrNotFound, ""
 	case s == http.StatusPreconditionFailed:
-		return core.ErrPreconditionFailed, ""
+		return storage.ErrPreconditionFailed, ""
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return core.ErrPermissionDenied, ""
+		return storage.ErrPermissionDenied, ""
 	case s == http.StatusRequestEntityTooLarge:
-		return core.ErrLimitExceeded, ""
+		return storage.ErrLimitExceeded, ""
 	case s == http.StatusNotImplemented:
-		return core.ErrUnsupported, "the endpoint does not implement this request"
+		return storage.ErrUnsupported, "the endpoint does not implement this request"
 	case s == http.StatusTooManyRequests || s == http.StatusRequestTimeout || s >= 500:
-		return core.ErrTransient, ""
+		return storage.ErrTransient, ""
 	}
-	return core.ErrUnknown, ""
+	return storage.ErrUnknown, ""
 }
 
-// mapErr makes an SDK error an *core.Error of the right kind. It reads only
+// mapErr makes an SDK error an *storage.Error of the right kind. It reads only
 // typed errors (API error codes, HTTP statuses, transport error types).
-func (d *Driver) mapErr(op, key string, err error) *core.Error {
+func (d *Driver) mapErr(op, key string, err error) *storage.Error {
 	if err == nil {
 		return nil
 	}
-	var ce *core.Error
+	var ce *storage.Error
 	if errors.As(err, &ce) {
 		return ce
 	}
@@ -137,28 +137,28 @@ func (d *Driver) mapErr(op, key string, err error) *core.Error {
 		kind, msg := f.kind()
 		if f.code == codeNoSuchBucket {
 			msg = fmt.Sprintf("bucket %q does not exist at this endpoint", d.bucket)
-		} else if kind == core.ErrTransient && msg == "" && refusal(err) {
+		} else if kind == storage.ErrTransient && msg == "" && refusal(err) {
 			msg = d.throttleMsg(err)
-		} else if kind == core.ErrPermissionDenied && msg == "" {
+		} else if kind == storage.ErrPermissionDenied && msg == "" {
 			msg = fmt.Sprintf("the endpoint refused access to bucket %q (%s): check the credentials the AWS default chain found and their permissions", d.bucket, f.describe())
 		}
-		return &core.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
+		return &storage.Error{Op: op, Key: key, Kind: kind, Msg: msg, Err: causeOf(err)}
 	}
 	var se *v4.SigningError
 	var cre *credentialsError
 	if errors.As(err, &se) || errors.As(err, &cre) {
-		return &core.Error{Op: op, Key: key, Kind: core.ErrPermissionDenied,
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrPermissionDenied,
 			Msg: "cannot sign the request: the AWS default chain found no usable credentials (environment, shared config, SSO, web identity, container or instance role)", Err: causeOf(err)}
 	}
 	var sendErr *smithyhttp.RequestSendError
 	var netErr net.Error
 	switch {
 	case errors.As(err, &sendErr):
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "could not reach the endpoint", Err: causeOf(err)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "could not reach the endpoint", Err: causeOf(err)}
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "the connection to the endpoint broke", Err: causeOf(err)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "the connection to the endpoint broke", Err: causeOf(err)}
 	}
-	return core.Wrap(op, key, core.ErrUnknown, causeOf(err))
+	return storage.Wrap(op, key, storage.ErrUnknown, causeOf(err))
 }
 
 func (f failure) describe() string {
@@ -210,7 +210,7 @@ func (e *responseError) Error() string {
 
 func (e *responseError) Unwrap() error { return e.err }
 
-// causeOf is what a *core.Error records of an SDK error: a responseError
+// causeOf is what a *storage.Error records of an SDK error: a responseError
 // for an endpoint's answer, any other error with its text masked.
 func causeOf(err error) error {
 	f := failureOf(err)

@@ -13,9 +13,9 @@ import (
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 var bg = context.Background()
@@ -44,7 +44,7 @@ func useEmulator(t testing.TB, e *emulator.S3, bucket string) *awss3.Client {
 // openT opens the adapter on s3://bucket/prefix?query.
 func openT(t testing.TB, uri string) *Driver {
 	t.Helper()
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,21 +56,21 @@ func openT(t testing.TB, uri string) *Driver {
 	return d
 }
 
-func putS(d core.Driver, key, body string, mode core.PutMode, ifv string) (core.Info, error) {
-	return d.Put(bg, key, strings.NewReader(body), core.PutOptions{Mode: mode, IfVersion: ifv})
+func putS(d storage.Driver, key, body string, mode storage.PutMode, ifv string) (storage.Info, error) {
+	return d.Put(bg, key, strings.NewReader(body), storage.PutOptions{Mode: mode, IfVersion: ifv})
 }
 
-func readS(d core.Driver, key string) (string, core.Info, error) {
+func readS(d storage.Driver, key string) (string, storage.Info, error) {
 	r, err := d.Get(bg, key)
 	if err != nil {
-		return "", core.Info{}, err
+		return "", storage.Info{}, err
 	}
 	defer r.Close()
 	b, err := io.ReadAll(r)
 	return string(b), r.Info, err
 }
 
-func wantBody(t testing.TB, d core.Driver, key, want string) core.Info {
+func wantBody(t testing.TB, d storage.Driver, key, want string) storage.Info {
 	t.Helper()
 	got, info, err := readS(d, key)
 	if err != nil {
@@ -82,10 +82,10 @@ func wantBody(t testing.TB, d core.Driver, key, want string) core.Info {
 	return info
 }
 
-func wantAbsent(t testing.TB, d core.Driver, key string) {
+func wantAbsent(t testing.TB, d storage.Driver, key string) {
 	t.Helper()
 	_, err := d.Stat(bg, key)
-	testkit.WantKind(t, "stat "+key, err, core.ErrNotFound)
+	storagetest.WantKind(t, "stat "+key, err, storage.ErrNotFound)
 }
 
 // wrappedGoFakeS3 serves gofakes3 over a memory backend, with the backend

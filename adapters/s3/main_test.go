@@ -4,11 +4,11 @@ import (
 	"os"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func TestMain(m *testing.M) {
-	conformance.Dispatch([]core.Adapter{Adapter})
+	conformance.Dispatch([]storage.Adapter{Adapter})
 	os.Exit(m.Run())
 }

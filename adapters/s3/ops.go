@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // token is the version token of an ETag: the ETag without its quotes.
@@ -77,7 +77,7 @@ func (a *attempts) option() func(*awss3.Options) {
 func (a *attempts) maybeApplied() bool { return a.maybe.Load() }
 
 // Get opens the object; the reader streams exactly the version in Info.
-func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *Driver) Get(ctx context.Context, key string) (*storage.Reader, error) {
 	const op = "get"
 	if err := checkKey(op, key); err != nil {
 		return nil, err
@@ -88,14 +88,14 @@ func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
 	}
 	if out.ContentLength == nil || out.ETag == nil {
 		out.Body.Close()
-		return nil, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered GetObject without Content-Length or ETag")
+		return nil, storage.Errorf(op, key, storage.ErrUnknown, "the endpoint answered GetObject without Content-Length or ETag")
 	}
-	info := core.Info{Key: key, Size: *out.ContentLength, Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}
+	info := storage.Info{Key: key, Size: *out.ContentLength, Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}
 	br := &bodyReader{rc: out.Body, d: d, key: key}
 	if d.verifyMD5 && isMD5(info.Version) {
 		br.sum, br.want = md5.New(), info.Version
 	}
-	return &core.Reader{Info: info, ReadCloser: br}, nil
+	return &storage.Reader{Info: info, ReadCloser: br}, nil
 }
 
 // isMD5 says whether an ETag can be a plain MD5: multipart ETags end in
@@ -131,7 +131,7 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 	}
 	if err == io.EOF && r.sum != nil {
 		if got := hex.EncodeToString(r.sum.Sum(nil)); got != r.want {
-			return n, core.Errorf("get", r.key, core.ErrTransient,
+			return n, storage.Errorf("get", r.key, storage.ErrTransient,
 				"torn read: the endpoint sent a body whose MD5 is %s under ETag %s (bytes of one version, token of another); nothing was returned as whole: read it again", got, r.want)
 		}
 	}
@@ -141,20 +141,20 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 func (r *bodyReader) Close() error { return r.rc.Close() }
 
 // Stat returns the object's info.
-func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
 	const op = "stat"
 	if err := checkKey(op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	h, err := d.head(ctx, key)
 	if err != nil {
-		return core.Info{}, d.mapErr(op, key, err)
+		return storage.Info{}, d.mapErr(op, key, err)
 	}
 	return h.info, nil
 }
 
 type headResult struct {
-	info    core.Info
+	info    storage.Info
 	writeID string
 }
 
@@ -164,29 +164,29 @@ func (d *Driver) head(ctx context.Context, key string) (headResult, error) {
 	if err != nil {
 		return headResult{}, err
 	}
-	h := headResult{info: core.Info{Key: key, Size: aws.ToInt64(out.ContentLength), Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}}
+	h := headResult{info: storage.Info{Key: key, Size: aws.ToInt64(out.ContentLength), Version: token(out.ETag), ModTime: aws.ToTime(out.LastModified)}}
 	for k, v := range out.Metadata {
 		if strings.EqualFold(k, metaWriteID) {
 			h.writeID = v
 		}
 	}
 	if h.info.Version == "" {
-		return h, core.Errorf("stat", key, core.ErrUnknown, "the endpoint answered HeadObject without an ETag")
+		return h, storage.Errorf("stat", key, storage.ErrUnknown, "the endpoint answered HeadObject without an ETag")
 	}
 	return h, nil
 }
 
 // Put stores body under key per opts.Mode.
-func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	const op = "put"
 	if err := checkKey(op, key); err != nil {
-		return core.Info{}, err
+		return storage.Info{}, err
 	}
 	if d.readOnly {
-		return core.Info{}, core.ReadOnlyError(op, key)
+		return storage.Info{}, storage.ReadOnlyError(op, key)
 	}
 	if err := ctx.Err(); err != nil {
-		return core.Info{}, ctxError(op, key, err)
+		return storage.Info{}, ctxError(op, key, err)
 	}
 	// Every write carries a fresh id, overwrites too: some endpoints
 	// (gofakes3) merge the old metadata into an overwrite, which would
@@ -195,44 +195,44 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	in := &awss3.PutObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key)), ContentType: aws.String("application/octet-stream"),
 		Metadata: map[string]string{metaWriteID: writeID}}
 	switch opts.Mode {
-	case core.PutOverwrite:
+	case storage.PutOverwrite:
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
-	case core.PutCreateIfAbsent:
-		if c := d.caps.CreateIfAbsent; c.Level == core.LevelNone {
-			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported, "create-if-absent is not provided on this store: %s", c.Reason)
+	case storage.PutCreateIfAbsent:
+		if c := d.caps.CreateIfAbsent; c.Level == storage.LevelNone {
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrUnsupported, "create-if-absent is not provided on this store: %s", c.Reason)
 		}
 		if opts.IfVersion != "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "IfVersion is only meaningful with replace-if-version")
 		}
 		in.IfNoneMatch = aws.String("*")
-	case core.PutReplaceIfVersion:
-		if c := d.caps.ReplaceIfVersion; c.Level == core.LevelNone {
-			return core.Info{}, core.Errorf(op, key, core.ErrUnsupported, "replace-if-version is not provided on this store: %s", c.Reason)
+	case storage.PutReplaceIfVersion:
+		if c := d.caps.ReplaceIfVersion; c.Level == storage.LevelNone {
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrUnsupported, "replace-if-version is not provided on this store: %s", c.Reason)
 		}
 		if opts.IfVersion == "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "replace-if-version needs the expected version")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "replace-if-version needs the expected version")
 		}
 		q, ok := quoted(opts.IfVersion)
 		if !ok {
 			// No ETag looks like this: it matches nothing, so only
 			// missing (not found) and present (mismatch) remain.
-			return core.Info{}, d.mismatch(ctx, op, key, "the expected version %q is not an ETag any object can have", opts.IfVersion)
+			return storage.Info{}, d.mismatch(ctx, op, key, "the expected version %q is not an ETag any object can have", opts.IfVersion)
 		}
 		in.IfMatch = aws.String(q)
 	default:
-		return core.Info{}, core.Errorf(op, key, core.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrInvalidArgument, "unknown put mode %d", opts.Mode)
 	}
 	sp, err := spool(body, maxObjectSize)
 	if errors.Is(err, errTooLarge) {
-		return core.Info{}, core.Errorf(op, key, core.ErrLimitExceeded, "the body exceeds %d bytes, the most one PutObject can store", int64(maxObjectSize))
+		return storage.Info{}, storage.Errorf(op, key, storage.ErrLimitExceeded, "the body exceeds %d bytes, the most one PutObject can store", int64(maxObjectSize))
 	}
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return core.Info{}, ctxError(op, key, cerr)
+			return storage.Info{}, ctxError(op, key, cerr)
 		}
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.KindOf(err), Msg: "reading the body", Err: err}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.KindOf(err), Msg: "reading the body", Err: err}
 	}
 	defer sp.Close()
 	in.Body, in.ContentLength = sp.r, aws.Int64(sp.size)
@@ -241,27 +241,27 @@ func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.
 	out, err := d.client.PutObject(ctx, in, at.option())
 	if err == nil {
 		if out.ETag == nil || token(out.ETag) == "" {
-			return core.Info{}, core.Errorf(op, key, core.ErrUnknown, "the endpoint answered PutObject without an ETag")
+			return storage.Info{}, storage.Errorf(op, key, storage.ErrUnknown, "the endpoint answered PutObject without an ETag")
 		}
 		mod := time.Now()
 		if t, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
 			mod = t
 		}
-		return core.Info{Key: key, Size: sp.size, Version: token(out.ETag), ModTime: mod}, nil
+		return storage.Info{Key: key, Size: sp.size, Version: token(out.ETag), ModTime: mod}, nil
 	}
 	f := failureOf(err)
 	switch {
-	case opts.Mode == core.PutCreateIfAbsent && (f.preconditionFailed() || f.conflict()):
+	case opts.Mode == storage.PutCreateIfAbsent && (f.preconditionFailed() || f.conflict()):
 		return d.resolveCreate(ctx, key, writeID, &at, f, err)
-	case opts.Mode == core.PutReplaceIfVersion && f.notFound() && at.maybeApplied():
+	case opts.Mode == storage.PutReplaceIfVersion && f.notFound() && at.maybeApplied():
 		// An earlier attempt may have replaced it before someone deleted it.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(err)}
-	case opts.Mode == core.PutReplaceIfVersion && f.notFound():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(err)}
-	case opts.Mode == core.PutReplaceIfVersion && (f.preconditionFailed() || f.conflict()):
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(err)}
+	case opts.Mode == storage.PutReplaceIfVersion && f.notFound():
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(err)}
+	case opts.Mode == storage.PutReplaceIfVersion && (f.preconditionFailed() || f.conflict()):
 		return d.resolveReplace(ctx, key, writeID, &at, f, err)
 	}
-	return core.Info{}, d.mapErr(op, key, err)
+	return storage.Info{}, d.mapErr(op, key, err)
 }
 
 // errOutcomeUnknown is the message for a conditional write refused on a
@@ -272,17 +272,17 @@ const errOutcomeUnknown = "outcome unknown: the SDK retried this conditional wri
 
 // resolveCreate decides a create-if-absent the endpoint refused with 412
 // or 409.
-func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (core.Info, error) {
+func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (storage.Info, error) {
 	const op = "put"
 	if f.preconditionFailed() && !at.maybeApplied() {
 		// No earlier attempt can have written (one attempt, or retries
 		// only after throttling): the key existed. No read-back needed.
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists, Err: causeOf(cause)}
 	}
 	h, herr := d.head(ctx, key)
 	exists := herr == nil
 	if herr != nil && !failureOf(herr).notFound() {
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
 			Msg: fmt.Sprintf("create-if-absent was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 	}
 	switch {
@@ -290,37 +290,37 @@ func (d *Driver) resolveCreate(ctx context.Context, key, writeID string, at *att
 		// An earlier attempt of this call created it; the retry saw it.
 		return h.info, nil
 	case at.maybeApplied():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case exists:
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrAlreadyExists, Err: causeOf(cause)}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrAlreadyExists, Err: causeOf(cause)}
 	}
-	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrTransient,
+	return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient,
 		Msg: "the conditional write did not happen: a concurrent conditional request on the key won (409 ConditionalRequestConflict) and the key is absent now; retry", Err: causeOf(cause)}
 }
 
 // resolveReplace decides a replace-if-version the endpoint refused with 412
 // or 409. Some endpoints (gofakes3) answer 412 for If-Match on a missing
 // key where AWS answers 404, so a read-back tells missing from mismatch.
-func (d *Driver) resolveReplace(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (core.Info, error) {
+func (d *Driver) resolveReplace(ctx context.Context, key, writeID string, at *attempts, f failure, cause error) (storage.Info, error) {
 	const op = "put"
 	h, herr := d.head(ctx, key)
 	exists := herr == nil
 	if herr != nil && !failureOf(herr).notFound() {
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
 			Msg: fmt.Sprintf("replace-if-version was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 	}
 	switch {
 	case exists && h.writeID == writeID:
 		return h.info, nil
 	case at.maybeApplied():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrUnknown, Msg: errOutcomeUnknown, Err: causeOf(cause)}
 	case !exists:
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(cause)}
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "replace-if-version of a missing key", Err: causeOf(cause)}
 	case f.conflict():
-		return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+		return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was written", Err: causeOf(cause)}
 	}
-	return core.Info{}, &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+	return storage.Info{}, &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 		Msg: fmt.Sprintf("the object's version is %q, not the expected one", h.info.Version), Err: causeOf(cause)}
 }
 
@@ -330,21 +330,21 @@ func (d *Driver) mismatch(ctx context.Context, op, key, format string, args ...a
 	_, err := d.head(ctx, key)
 	switch {
 	case err == nil:
-		return core.Errorf(op, key, core.ErrPreconditionFailed, format, args...)
+		return storage.Errorf(op, key, storage.ErrPreconditionFailed, format, args...)
 	case failureOf(err).notFound():
-		return core.Errorf(op, key, core.ErrNotFound, "the key does not exist")
+		return storage.Errorf(op, key, storage.ErrNotFound, "the key does not exist")
 	}
 	return d.mapErr(op, key, err)
 }
 
 // Delete removes key, unconditionally or only at opts.IfVersion.
-func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (d *Driver) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	const op = "delete"
 	if err := checkKey(op, key); err != nil {
 		return err
 	}
 	if d.readOnly {
-		return core.ReadOnlyError(op, key)
+		return storage.ReadOnlyError(op, key)
 	}
 	in := &awss3.DeleteObjectInput{Bucket: &d.bucket, Key: aws.String(d.full(key))}
 	if opts.IfVersion == "" {
@@ -354,8 +354,8 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		}
 		return nil
 	}
-	if c := d.caps.DeleteIfVersion; c.Level == core.LevelNone {
-		return core.Errorf(op, key, core.ErrUnsupported, "delete-if-version is not provided on this store: %s", c.Reason)
+	if c := d.caps.DeleteIfVersion; c.Level == storage.LevelNone {
+		return storage.Errorf(op, key, storage.ErrUnsupported, "delete-if-version is not provided on this store: %s", c.Reason)
 	}
 	q, ok := quoted(opts.IfVersion)
 	if !ok {
@@ -367,7 +367,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		// by the endpoint, atomically, in the DeleteObject below.
 		if _, err := d.head(ctx, key); err != nil {
 			if failureOf(err).notFound() {
-				return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
+				return &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
 			}
 			return d.mapErr(op, key, err)
 		}
@@ -390,7 +390,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		case herr != nil && failureOf(herr).notFound():
 			missing = true
 		case herr != nil:
-			return &core.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
+			return &storage.Error{Op: op, Key: key, Kind: d.mapErr(op, key, herr).Kind,
 				Msg: fmt.Sprintf("delete-if-version was refused (%s) and reading the key back failed", f.describe()), Err: causeOf(herr)}
 		}
 	}
@@ -400,24 +400,24 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 		// it; either way no object of that version remains.
 		return nil
 	case missing:
-		return &core.Error{Op: op, Key: key, Kind: core.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrNotFound, Msg: "delete-if-version of a missing key", Err: causeOf(err)}
 	case f.conflict():
-		return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed,
+		return &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed,
 			Msg: "lost a race: a concurrent conditional request on the key won (409 ConditionalRequestConflict); nothing was deleted", Err: causeOf(err)}
 	}
-	return &core.Error{Op: op, Key: key, Kind: core.ErrPreconditionFailed, Msg: "the object's version is not the expected one", Err: causeOf(err)}
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrPreconditionFailed, Msg: "the object's version is not the expected one", Err: causeOf(err)}
 }
 
 // DeleteMany deletes up to 1,000 keys with one DeleteObjects request.
-func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	const op = "delete-many"
 	if len(keys) > maxDeleteBatch {
-		return nil, core.Errorf(op, "", core.ErrLimitExceeded, "%d keys: DeleteObjects takes at most %d", len(keys), maxDeleteBatch)
+		return nil, storage.Errorf(op, "", storage.ErrLimitExceeded, "%d keys: DeleteObjects takes at most %d", len(keys), maxDeleteBatch)
 	}
 	if d.readOnly {
-		return nil, core.ReadOnlyError(op, "")
+		return nil, storage.ReadOnlyError(op, "")
 	}
-	res := make([]core.DeleteResult, len(keys))
+	res := make([]storage.DeleteResult, len(keys))
 	at := map[string][]int{} // full key -> indexes, for duplicates
 	var objs []types.ObjectIdentifier
 	for i, k := range keys {
@@ -447,24 +447,24 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 		}
 		idx, ok := at[aws.ToString(e.Key)]
 		if !ok {
-			return nil, core.Errorf(op, "", core.ErrUnknown, "the endpoint reported an error for a key that was not sent")
+			return nil, storage.Errorf(op, "", storage.ErrUnknown, "the endpoint reported an error for a key that was not sent")
 		}
 		kind, _ := f.kind()
 		for _, i := range idx {
-			res[i].Err = core.Errorf("delete", keys[i], kind, "DeleteObjects: %s: %s", f.code, aws.ToString(e.Message))
+			res[i].Err = storage.Errorf("delete", keys[i], kind, "DeleteObjects: %s: %s", f.code, aws.ToString(e.Message))
 		}
 	}
 	return res, nil
 }
 
 // List returns one page of keys in byte order.
-func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (d *Driver) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	const op = "list"
-	if err := core.ValidatePrefix(op, opts.Prefix); err != nil {
-		return core.ListPage{}, err
+	if err := storage.ValidatePrefix(op, opts.Prefix); err != nil {
+		return storage.ListPage{}, err
 	}
 	if opts.PageSize < 0 {
-		return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "negative page size %d", opts.PageSize)
+		return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "negative page size %d", opts.PageSize)
 	}
 	size := opts.PageSize
 	if size == 0 || size > maxListPage {
@@ -473,30 +473,30 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 	in := &awss3.ListObjectsV2Input{Bucket: &d.bucket, Prefix: aws.String(d.full(opts.Prefix)), MaxKeys: aws.Int32(int32(size))}
 	level := opts.Delimiter != ""
 	if level {
-		if opts.Delimiter != core.Delimiter {
-			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, core.Delimiter)
+		if opts.Delimiter != storage.Delimiter {
+			return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrInvalidArgument, "delimiter %q: only %q is supported", opts.Delimiter, storage.Delimiter)
 		}
-		in.Delimiter = aws.String(core.Delimiter)
+		in.Delimiter = aws.String(storage.Delimiter)
 	}
 	if after := opts.StartAfter; after != "" {
-		if level && strings.HasSuffix(after, core.Delimiter) {
-			after = core.AfterFolder(after) // past every key of that folder
+		if level && strings.HasSuffix(after, storage.Delimiter) {
+			after = storage.AfterFolder(after) // past every key of that folder
 		}
 		in.StartAfter = aws.String(d.full(after))
 	}
 	for {
 		out, err := d.client.ListObjectsV2(ctx, in)
 		if err != nil {
-			return core.ListPage{}, d.mapErr(op, opts.Prefix, err)
+			return storage.ListPage{}, d.mapErr(op, opts.Prefix, err)
 		}
-		var page core.ListPage
+		var page storage.ListPage
 		for _, cp := range out.CommonPrefixes {
 			fk := aws.ToString(cp.Prefix)
 			f, ok := strings.CutPrefix(fk, d.prefix)
 			if !ok {
-				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed folder %q outside the requested prefix", fk)
+				return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint listed folder %q outside the requested prefix", fk)
 			}
-			if reserved(strings.TrimSuffix(f, core.Delimiter)) || f == opts.StartAfter {
+			if reserved(strings.TrimSuffix(f, storage.Delimiter)) || f == opts.StartAfter {
 				continue
 			}
 			page.Folders = append(page.Folders, f)
@@ -505,18 +505,18 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			fk := aws.ToString(o.Key)
 			k, ok := strings.CutPrefix(fk, d.prefix)
 			if !ok {
-				return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint listed key %q outside the requested prefix", fk)
+				return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint listed key %q outside the requested prefix", fk)
 			}
 			if reserved(k) {
 				continue
 			}
-			page.Objects = append(page.Objects, core.Info{Key: k, Size: aws.ToInt64(o.Size), Version: token(o.ETag), ModTime: aws.ToTime(o.LastModified)})
+			page.Objects = append(page.Objects, storage.Info{Key: k, Size: aws.ToInt64(o.Size), Version: token(o.ETag), ModTime: aws.ToTime(o.LastModified)})
 		}
 		page.More = aws.ToBool(out.IsTruncated)
 		if len(page.Objects)+len(page.Folders) > size {
 			// An endpoint that does not count CommonPrefixes against
 			// MaxKeys: keep the page to its size.
-			return core.ClampLevel(page, size), nil
+			return storage.ClampLevel(page, size), nil
 		}
 		if len(page.Objects)+len(page.Folders) > 0 || !page.More {
 			return page, nil
@@ -528,7 +528,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 			last = aws.ToString(out.Contents[n-1].Key)
 		}
 		if n := len(out.CommonPrefixes); n > 0 && aws.ToString(out.CommonPrefixes[n-1].Prefix) > last {
-			last = core.AfterFolder(aws.ToString(out.CommonPrefixes[n-1].Prefix))
+			last = storage.AfterFolder(aws.ToString(out.CommonPrefixes[n-1].Prefix))
 		}
 		switch {
 		case last != "":
@@ -537,7 +537,7 @@ func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage
 		case out.NextContinuationToken != nil:
 			in.ContinuationToken = out.NextContinuationToken
 		default:
-			return core.ListPage{}, core.Errorf(op, opts.Prefix, core.ErrUnknown, "the endpoint answered an empty truncated listing with no continuation token")
+			return storage.ListPage{}, storage.Errorf(op, opts.Prefix, storage.ErrUnknown, "the endpoint answered an empty truncated listing with no continuation token")
 		}
 	}
 }

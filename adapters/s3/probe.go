@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // probeResult says which conditional requests the endpoint failed to
@@ -76,12 +76,12 @@ func (d *Driver) probe(ctx context.Context, o Options) (probeResult, error) {
 	// unprobed none; anything else fails Open.
 	fatal := func(step string, err error) (probeResult, error) {
 		ce := d.mapErr("open", where, err)
-		if ce.Kind != core.ErrPermissionDenied {
+		if ce.Kind != storage.ErrPermissionDenied {
 			msg := "probing conditional requests: " + step
 			if ce.Msg != "" {
 				msg += ": " + ce.Msg
 			}
-			return pr, &core.Error{Op: "open", Key: where, Kind: ce.Kind, Msg: msg, Err: ce.Err}
+			return pr, &storage.Error{Op: "open", Key: where, Kind: ce.Kind, Msg: msg, Err: ce.Err}
 		}
 		why := fmt.Sprintf("the probe at open could not %s at %s (permission denied); set %%s=on in the store URI to declare it without probing", step, where)
 		if probeWrite && !writesProbed {

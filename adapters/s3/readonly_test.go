@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // A read-only open sends no write to the endpoint (no probe object under
@@ -39,7 +39,7 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 	writes = nil
 	mu.Unlock()
 
-	loc, err := core.ParseLocation("s3://robkt/p")
+	loc, err := storage.ParseLocation("s3://robkt/p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,30 +53,30 @@ func TestOpenReadOnlyWritesNothing(t *testing.T) {
 	if !c.ReadOnly || len(c.Gates) != 0 {
 		t.Errorf("caps: read-only %v, gates %v", c.ReadOnly, c.Gates)
 	}
-	for f, cp := range map[string]core.Capability{"create": c.CreateIfAbsent, "replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
-		if cp.Level != core.LevelNone || cp.Reason != "opened read-only" {
+	for f, cp := range map[string]storage.Capability{"create": c.CreateIfAbsent, "replace": c.ReplaceIfVersion, "delete": c.DeleteIfVersion} {
+		if cp.Level != storage.LevelNone || cp.Reason != "opened read-only" {
 			t.Errorf("%s: %+v, want none (opened read-only)", f, cp)
 		}
 	}
 
 	wantBody(t, d, "ds.lance/_versions/1.manifest", "m1")
-	page, err := d.List(bg, core.ListOptions{})
+	page, err := d.List(bg, storage.ListOptions{})
 	if err != nil || len(page.Objects) != 1 {
 		t.Errorf("list: %v, %v", page.Objects, err)
 	}
 
 	ro := func(what string, err error) {
 		t.Helper()
-		testkit.WantKind(t, what, err, core.ErrPermissionDenied)
+		storagetest.WantKind(t, what, err, storage.ErrPermissionDenied)
 		if !strings.Contains(err.Error(), "store opened read-only") {
 			t.Errorf("%s: %v", what, err)
 		}
 	}
-	_, err = putS(d, "k", "x", core.PutOverwrite, "")
+	_, err = putS(d, "k", "x", storage.PutOverwrite, "")
 	ro("put", err)
-	_, err = putS(d, "k", "x", core.PutCreateIfAbsent, "")
+	_, err = putS(d, "k", "x", storage.PutCreateIfAbsent, "")
 	ro("put create", err)
-	ro("delete", d.Delete(bg, "ds.lance/_versions/1.manifest", core.DeleteOptions{}))
+	ro("delete", d.Delete(bg, "ds.lance/_versions/1.manifest", storage.DeleteOptions{}))
 	_, err = d.DeleteMany(bg, []string{"ds.lance/_versions/1.manifest"})
 	ro("delete-many", err)
 	_, err = d.AcquireGate(bg, "metadata")

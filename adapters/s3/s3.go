@@ -43,8 +43,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 const (
@@ -69,10 +69,10 @@ const (
 )
 
 // Adapter opens S3 stores for s3:// locations.
-var Adapter = core.Adapter{
+var Adapter = storage.Adapter{
 	Name:    Name,
 	Schemes: []string{Scheme},
-	Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+	Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 		d, err := Open(ctx, loc)
 		if err != nil {
 			return nil, err
@@ -110,7 +110,7 @@ type Options struct {
 }
 
 // ParseOptions reads a location's options. Unknown options are refused.
-func ParseOptions(loc core.Location) (Options, error) {
+func ParseOptions(loc storage.Location) (Options, error) {
 	o := Options{ConditionalWrite: ModeAuto, ConditionalDelete: ModeAuto}
 	var unknown []string
 	for k, v := range loc.Options {
@@ -150,20 +150,20 @@ func ParseOptions(loc core.Location) (Options, error) {
 	return o, nil
 }
 
-func optErr(loc core.Location, format string, args ...any) *core.Error {
-	return core.Errorf("open", redacted(loc), core.ErrInvalidArgument, format, args...)
+func optErr(loc storage.Location, format string, args ...any) *storage.Error {
+	return storage.Errorf("open", redacted(loc), storage.ErrInvalidArgument, format, args...)
 }
 
 // redacted names a location without its options: an endpoint option could
 // carry a secret the user pasted by mistake.
-func redacted(loc core.Location) string {
+func redacted(loc storage.Location) string {
 	loc.Options = nil
 	return loc.String()
 }
 
 // checkEndpoint accepts an http(s) URL with a host and no user info; the
 // URL itself is never echoed, in case it carries a secret.
-func checkEndpoint(loc core.Location, what, ep string) error {
+func checkEndpoint(loc storage.Location, what, ep string) error {
 	u, err := url.Parse(ep)
 	switch {
 	case err != nil:
@@ -179,20 +179,20 @@ func checkEndpoint(loc core.Location, what, ep string) error {
 }
 
 // Driver is an S3 store: one bucket and a key prefix. It implements
-// core.Driver and is safe for concurrent use.
+// storage.Driver and is safe for concurrent use.
 type Driver struct {
 	client   *awss3.Client
 	bucket   string
 	prefix   string // "" or "some/prefix/" (with the trailing '/')
 	endpoint string // for notes: "" means the SDK's AWS endpoint
-	caps     core.Capabilities
+	caps     storage.Capabilities
 	// deleteHeadFirst: the endpoint is not known to answer a conditional
 	// delete of a missing key with 404/412, so Delete reads the key first.
 	deleteHeadFirst bool
 	// verifyMD5: the endpoint's ETags are the MD5 of the body (probed at
 	// open), so Get checks every body it streams against its ETag.
 	verifyMD5 bool
-	// readOnly: opened read-only (core.Location.ReadOnly): no probe ran and
+	// readOnly: opened read-only (storage.Location.ReadOnly): no probe ran and
 	// every write is refused.
 	readOnly bool
 
@@ -212,16 +212,16 @@ type testHooks struct {
 	backoff retry.BackoffDelayer
 }
 
-var _ core.Driver = (*Driver)(nil)
+var _ storage.Driver = (*Driver)(nil)
 
 // Open connects to the store at loc. With conditional-write or
 // conditional-delete set to auto (the default) it probes the endpoint on a
 // scratch key under the store's prefix before returning.
-func Open(ctx context.Context, loc core.Location) (*Driver, error) {
+func Open(ctx context.Context, loc storage.Location) (*Driver, error) {
 	return openWith(ctx, loc, testHooks{})
 }
 
-func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver, error) {
+func openWith(ctx context.Context, loc storage.Location, hooks testHooks) (*Driver, error) {
 	prefix, o, err := openOptions(ctx, loc)
 	if err != nil {
 		return nil, err
@@ -256,20 +256,20 @@ func openWith(ctx context.Context, loc core.Location, hooks testHooks) (*Driver,
 
 // openOptions checks the location and parses its options, before any
 // AWS configuration is read: it returns the prefix without its slashes.
-func openOptions(ctx context.Context, loc core.Location) (string, Options, error) {
+func openOptions(ctx context.Context, loc storage.Location) (string, Options, error) {
 	const op = "open"
 	if err := ctx.Err(); err != nil {
 		return "", Options{}, ctxError(op, redacted(loc), err)
 	}
 	if loc.Scheme != Scheme {
-		return "", Options{}, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "the s3 adapter serves s3:// locations, not %q", loc.Scheme)
+		return "", Options{}, storage.Errorf(op, redacted(loc), storage.ErrInvalidArgument, "the s3 adapter serves s3:// locations, not %q", loc.Scheme)
 	}
 	if loc.Bucket == "" {
-		return "", Options{}, core.Errorf(op, redacted(loc), core.ErrInvalidArgument, "no bucket: s3://bucket/optional/prefix")
+		return "", Options{}, storage.Errorf(op, redacted(loc), storage.ErrInvalidArgument, "no bucket: s3://bucket/optional/prefix")
 	}
 	prefix := strings.Trim(loc.Prefix, "/")
 	if prefix != "" {
-		if err := core.ValidatePrefix(op, prefix); err != nil {
+		if err := storage.ValidatePrefix(op, prefix); err != nil {
 			return "", Options{}, err
 		}
 	}
@@ -287,7 +287,7 @@ func openOptions(ctx context.Context, loc core.Location) (string, Options, error
 
 // configureClient loads the AWS configuration and builds d's client,
 // returning the region and addressing style it resolved.
-func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Options) (string, bool, error) {
+func (d *Driver) configureClient(ctx context.Context, loc storage.Location, o Options) (string, bool, error) {
 	const op = "open"
 	// Capture the transport the SDK's client builds, so Close can drop its
 	// idle connections.
@@ -298,7 +298,7 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return "", false, &core.Error{Op: op, Key: redacted(loc), Kind: core.ErrInvalidArgument,
+		return "", false, &storage.Error{Op: op, Key: redacted(loc), Kind: storage.ErrInvalidArgument,
 			Msg: "loading the AWS configuration (environment, shared config files)", Err: redact.Error(err)}
 	}
 	var endpoint, region string
@@ -342,7 +342,7 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 		}
 	}
 	if region == "" {
-		return "", false, core.Errorf(op, redacted(loc), core.ErrInvalidArgument,
+		return "", false, storage.Errorf(op, redacted(loc), storage.ErrInvalidArgument,
 			"no AWS region: set AWS_REGION, a region in the shared config, or ?region= in the store URI")
 	}
 	d.endpoint = endpoint
@@ -350,9 +350,9 @@ func (d *Driver) configureClient(ctx context.Context, loc core.Location, o Optio
 }
 
 // baseCapabilities are what every open declares, before the probe.
-func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Capabilities {
-	return core.Capabilities{
-		Limits:         core.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
+func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) storage.Capabilities {
+	return storage.Capabilities{
+		Limits:         storage.Limits{MaxObjectSize: maxObjectSize, MaxDeleteBatch: maxDeleteBatch, MaxListPage: maxListPage, Parallelism: parallelism},
 		OrderedList:    true,
 		ListAfterWrite: true,
 		ListDelimiter:  true,
@@ -369,17 +369,17 @@ func (d *Driver) baseCapabilities(prefix, region string, pathStyle bool) core.Ca
 	}
 }
 
-func capNone(reason string) core.Capability {
-	return core.Capability{Level: core.LevelNone, Reason: reason}
+func capNone(reason string) storage.Capability {
+	return storage.Capability{Level: storage.LevelNone, Reason: reason}
 }
 
-func capNative(reason string) core.Capability {
-	return core.Capability{Level: core.LevelNative, Scope: core.ScopeGlobal, Reason: reason}
+func capNative(reason string) storage.Capability {
+	return storage.Capability{Level: storage.LevelNative, Scope: storage.ScopeGlobal, Reason: reason}
 }
 
 // probedCapabilities adds to caps the conditional operations the options
 // and the probe allow, and sets how d deletes and reads.
-func (d *Driver) probedCapabilities(caps core.Capabilities, o Options, pr probeResult) core.Capabilities {
+func (d *Driver) probedCapabilities(caps storage.Capabilities, o Options, pr probeResult) storage.Capabilities {
 	switch {
 	case o.ConditionalWrite == ModeOff:
 		caps.CreateIfAbsent = capNone("conditional-write=off in the store URI")
@@ -435,9 +435,9 @@ func styleName(path bool) string {
 }
 
 // Capabilities declares what this instance provides; it never changes.
-func (d *Driver) Capabilities(ctx context.Context) (core.Capabilities, error) {
+func (d *Driver) Capabilities(ctx context.Context) (storage.Capabilities, error) {
 	if err := ctx.Err(); err != nil {
-		return core.Capabilities{}, ctxError("capabilities", "", err)
+		return storage.Capabilities{}, ctxError("capabilities", "", err)
 	}
 	c := d.caps
 	c.Notes = append([]string(nil), c.Notes...)
@@ -462,27 +462,27 @@ func (d *Driver) Close() error {
 }
 
 // AcquireGate refuses: the adapter declares no gates.
-func (d *Driver) AcquireGate(ctx context.Context, name string) (core.GateLease, error) {
+func (d *Driver) AcquireGate(ctx context.Context, name string) (storage.GateLease, error) {
 	if d.readOnly {
-		return core.GateLease{}, core.ReadOnlyError("acquire-gate", name)
+		return storage.GateLease{}, storage.ReadOnlyError("acquire-gate", name)
 	}
-	return core.GateLease{}, core.Errorf("acquire-gate", name, core.ErrUnsupported,
+	return storage.GateLease{}, storage.Errorf("acquire-gate", name, storage.ErrUnsupported,
 		"the s3 adapter declares no gates: S3 has no lock primitive to build one on")
 }
 
 // ReleaseGate refuses: the adapter declares no gates.
-func (d *Driver) ReleaseGate(ctx context.Context, l core.GateLease) error {
-	return core.Errorf("release-gate", l.Name, core.ErrUnsupported,
+func (d *Driver) ReleaseGate(ctx context.Context, l storage.GateLease) error {
+	return storage.Errorf("release-gate", l.Name, storage.ErrUnsupported,
 		"the s3 adapter declares no gates: S3 has no lock primitive to build one on")
 }
 
 // checkKey runs the contract's key rules and the adapter's reserved name.
 func checkKey(op, key string) error {
-	if err := core.ValidateKey(op, key); err != nil {
+	if err := storage.ValidateKey(op, key); err != nil {
 		return err
 	}
 	if reserved(key) {
-		return core.Errorf(op, key, core.ErrInvalidArgument,
+		return storage.Errorf(op, key, storage.ErrInvalidArgument,
 			"invalid key: the top-level segment %q is reserved for the s3 adapter's probe", probeDir)
 	}
 	return nil
@@ -501,6 +501,6 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func ctxError(op, key string, err error) *core.Error {
-	return &core.Error{Op: op, Key: key, Kind: core.ErrTransient, Msg: "context done", Err: err}
+func ctxError(op, key string, err error) *storage.Error {
+	return &storage.Error{Op: op, Key: key, Kind: storage.ErrTransient, Msg: "context done", Err: err}
 }

@@ -15,9 +15,9 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // Error mapping against real emulator answers: every case the contract
@@ -32,65 +32,65 @@ func TestErrorMapping(t *testing.T) {
 			d := openT(t, "s3://errs/p")
 
 			_, err := d.Get(bg, "missing")
-			testkit.WantKind(t, "get missing", err, core.ErrNotFound)
+			storagetest.WantKind(t, "get missing", err, storage.ErrNotFound)
 			_, err = d.Stat(bg, "missing")
-			testkit.WantKind(t, "stat missing", err, core.ErrNotFound)
-			if err := d.Delete(bg, "missing", core.DeleteOptions{}); err != nil {
+			storagetest.WantKind(t, "stat missing", err, storage.ErrNotFound)
+			if err := d.Delete(bg, "missing", storage.DeleteOptions{}); err != nil {
 				t.Fatalf("unconditional delete of a missing key: %v", err)
 			}
 
-			v1, err := putS(d, "k", "one", core.PutCreateIfAbsent, "")
+			v1, err := putS(d, "k", "one", storage.PutCreateIfAbsent, "")
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = putS(d, "k", "two", core.PutCreateIfAbsent, "")
-			testkit.WantKind(t, "create on an existing key", err, core.ErrAlreadyExists)
+			_, err = putS(d, "k", "two", storage.PutCreateIfAbsent, "")
+			storagetest.WantKind(t, "create on an existing key", err, storage.ErrAlreadyExists)
 			wantBody(t, d, "k", "one")
 
-			v2, err := putS(d, "k", "two", core.PutReplaceIfVersion, v1.Version)
+			v2, err := putS(d, "k", "two", storage.PutReplaceIfVersion, v1.Version)
 			if err != nil || v2.Version == v1.Version {
 				t.Fatalf("replace with the current version: %+v, %v", v2, err)
 			}
-			_, err = putS(d, "k", "stale", core.PutReplaceIfVersion, v1.Version)
-			testkit.WantKind(t, "replace with a stale version", err, core.ErrPreconditionFailed)
+			_, err = putS(d, "k", "stale", storage.PutReplaceIfVersion, v1.Version)
+			storagetest.WantKind(t, "replace with a stale version", err, storage.ErrPreconditionFailed)
 			wantBody(t, d, "k", "two")
-			_, err = putS(d, "gone", "x", core.PutReplaceIfVersion, v1.Version)
-			testkit.WantKind(t, "replace of a missing key", err, core.ErrNotFound)
+			_, err = putS(d, "gone", "x", storage.PutReplaceIfVersion, v1.Version)
+			storagetest.WantKind(t, "replace of a missing key", err, storage.ErrNotFound)
 			wantAbsent(t, d, "gone")
 			// A token that cannot be an ETag matches nothing.
-			_, err = putS(d, "k", "x", core.PutReplaceIfVersion, `bad"token`)
-			testkit.WantKind(t, "replace with a malformed version", err, core.ErrPreconditionFailed)
-			_, err = putS(d, "gone", "x", core.PutReplaceIfVersion, `bad"token`)
-			testkit.WantKind(t, "replace of a missing key with a malformed version", err, core.ErrNotFound)
+			_, err = putS(d, "k", "x", storage.PutReplaceIfVersion, `bad"token`)
+			storagetest.WantKind(t, "replace with a malformed version", err, storage.ErrPreconditionFailed)
+			_, err = putS(d, "gone", "x", storage.PutReplaceIfVersion, `bad"token`)
+			storagetest.WantKind(t, "replace of a missing key with a malformed version", err, storage.ErrNotFound)
 
-			if d.caps.DeleteIfVersion.Level == core.LevelNone {
-				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version})
-				testkit.WantKind(t, "delete-if-version declared none", err, core.ErrUnsupported)
+			if d.caps.DeleteIfVersion.Level == storage.LevelNone {
+				err = d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v1.Version})
+				storagetest.WantKind(t, "delete-if-version declared none", err, storage.ErrUnsupported)
 				wantBody(t, d, "k", "two")
 			} else {
-				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v1.Version})
-				testkit.WantKind(t, "delete with a stale version", err, core.ErrPreconditionFailed)
+				err = d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v1.Version})
+				storagetest.WantKind(t, "delete with a stale version", err, storage.ErrPreconditionFailed)
 				wantBody(t, d, "k", "two")
-				if err := d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version}); err != nil {
+				if err := d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v2.Version}); err != nil {
 					t.Fatalf("delete with the current version: %v", err)
 				}
 				wantAbsent(t, d, "k")
-				err = d.Delete(bg, "k", core.DeleteOptions{IfVersion: v2.Version})
-				testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
+				err = d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v2.Version})
+				storagetest.WantKind(t, "delete-if-version of a missing key", err, storage.ErrNotFound)
 			}
 
 			for _, k := range []string{"", "/abs", "a//b", "a/../b", "nul\x00", ".retain-probe", ".retain-probe/x"} {
-				_, err := putS(d, k, "x", core.PutOverwrite, "")
-				testkit.WantKind(t, fmt.Sprintf("put %q", k), err, core.ErrInvalidArgument)
+				_, err := putS(d, k, "x", storage.PutOverwrite, "")
+				storagetest.WantKind(t, fmt.Sprintf("put %q", k), err, storage.ErrInvalidArgument)
 				_, err = d.Get(bg, k)
-				testkit.WantKind(t, fmt.Sprintf("get %q", k), err, core.ErrInvalidArgument)
-				err = d.Delete(bg, k, core.DeleteOptions{})
-				testkit.WantKind(t, fmt.Sprintf("delete %q", k), err, core.ErrInvalidArgument)
+				storagetest.WantKind(t, fmt.Sprintf("get %q", k), err, storage.ErrInvalidArgument)
+				err = d.Delete(bg, k, storage.DeleteOptions{})
+				storagetest.WantKind(t, fmt.Sprintf("delete %q", k), err, storage.ErrInvalidArgument)
 			}
-			_, err = d.List(bg, core.ListOptions{Prefix: "a//"})
-			testkit.WantKind(t, "list of an invalid prefix", err, core.ErrInvalidArgument)
+			_, err = d.List(bg, storage.ListOptions{Prefix: "a//"})
+			storagetest.WantKind(t, "list of an invalid prefix", err, storage.ErrInvalidArgument)
 			_, err = d.AcquireGate(bg, "metadata")
-			testkit.WantKind(t, "acquire a gate", err, core.ErrUnsupported)
+			storagetest.WantKind(t, "acquire a gate", err, storage.ErrUnsupported)
 		})
 	}
 }
@@ -106,8 +106,8 @@ func TestPreconditionFailedOnMissingKey(t *testing.T) {
 		t.Fatalf("gofakes3 answered If-Match on a missing key with %v, the test expects 412 PreconditionFailed", err)
 	}
 	d := openT(t, "s3://b412/p")
-	_, err = putS(d, "missing", "x", core.PutReplaceIfVersion, "5d41402abc4b2a76b9719d911017c592")
-	testkit.WantKind(t, "replace of a missing key answered 412", err, core.ErrNotFound)
+	_, err = putS(d, "missing", "x", storage.PutReplaceIfVersion, "5d41402abc4b2a76b9719d911017c592")
+	storagetest.WantKind(t, "replace of a missing key answered 412", err, storage.ErrNotFound)
 	wantAbsent(t, d, "missing")
 }
 
@@ -124,8 +124,8 @@ func TestConditionalDeleteOfMissingKeyVersitygw(t *testing.T) {
 	if !d.deleteHeadFirst {
 		t.Fatal("the probe did not notice that versitygw answers success to a conditional delete of a missing key")
 	}
-	err := d.Delete(bg, "missing", core.DeleteOptions{IfVersion: "5d41402abc4b2a76b9719d911017c592"})
-	testkit.WantKind(t, "delete-if-version of a missing key", err, core.ErrNotFound)
+	err := d.Delete(bg, "missing", storage.DeleteOptions{IfVersion: "5d41402abc4b2a76b9719d911017c592"})
+	storagetest.WantKind(t, "delete-if-version of a missing key", err, storage.ErrNotFound)
 }
 
 // conflictBackend answers 409 ConditionalRequestConflict, as AWS does to a
@@ -154,21 +154,21 @@ func TestConditionalRequestConflict(t *testing.T) {
 	}
 	d := openT(t, "s3://b409/p")
 
-	_, err = putS(d, "conflict/absent", "x", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create answered 409 on an absent key", err, core.ErrTransient)
+	_, err = putS(d, "conflict/absent", "x", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create answered 409 on an absent key", err, storage.ErrTransient)
 	if !strings.Contains(err.Error(), "did not happen") {
 		t.Errorf("the 409 message does not say the write did not happen: %v", err)
 	}
 	wantAbsent(t, d, "conflict/absent")
 
-	v := testkit.MustPut(t, d, "conflict/present", "theirs")
-	_, err = putS(d, "conflict/present", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create answered 409 on an existing key", err, core.ErrAlreadyExists)
-	_, err = putS(d, "conflict/present", "mine", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "replace answered 409", err, core.ErrPreconditionFailed)
+	v := storagetest.MustPut(t, d, "conflict/present", "theirs")
+	_, err = putS(d, "conflict/present", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create answered 409 on an existing key", err, storage.ErrAlreadyExists)
+	_, err = putS(d, "conflict/present", "mine", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "replace answered 409", err, storage.ErrPreconditionFailed)
 	wantBody(t, d, "conflict/present", "theirs")
-	_, err = putS(d, "conflict/absent", "mine", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "replace answered 409 on a missing key", err, core.ErrNotFound)
+	_, err = putS(d, "conflict/absent", "mine", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "replace answered 409 on a missing key", err, storage.ErrNotFound)
 }
 
 // loseFirstResponse performs the first conditional PUT under "p/lost/" and
@@ -214,7 +214,7 @@ func TestRetriedConditionalWriteWasOurs(t *testing.T) {
 	useEmulator(t, e, "blost")
 	d := openT(t, "s3://blost/p")
 
-	info, err := putS(d, "lost/create", "mine", core.PutCreateIfAbsent, "")
+	info, err := putS(d, "lost/create", "mine", storage.PutCreateIfAbsent, "")
 	if err != nil {
 		t.Fatalf("create whose first answer was lost: %v", err)
 	}
@@ -226,7 +226,7 @@ func TestRetriedConditionalWriteWasOurs(t *testing.T) {
 	}
 
 	dropped.Store(0)
-	info2, err := putS(d, "lost/create", "mine again", core.PutReplaceIfVersion, info.Version)
+	info2, err := putS(d, "lost/create", "mine again", storage.PutReplaceIfVersion, info.Version)
 	if err != nil {
 		t.Fatalf("replace whose first answer was lost: %v", err)
 	}
@@ -257,8 +257,8 @@ func TestRetriedConditionalWriteOutcomeUnknown(t *testing.T) {
 	useEmulator(t, e, "bunk")
 	d := openT(t, "s3://bunk/p")
 
-	_, err := putS(d, "lost/k", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create retried after a lost answer, key overwritten since", err, core.ErrUnknown)
+	_, err := putS(d, "lost/k", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create retried after a lost answer, key overwritten since", err, storage.ErrUnknown)
 	if !strings.Contains(err.Error(), "unknown") {
 		t.Errorf("message does not say the outcome is unknown: %v", err)
 	}
@@ -283,21 +283,21 @@ func TestProbeFindsIgnoredConditionalWrites(t *testing.T) {
 	raw := useEmulator(t, e, "bign")
 	d := openT(t, "s3://bign/p")
 	c := d.caps
-	if c.CreateIfAbsent.Level != core.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "ignores If-None-Match") {
+	if c.CreateIfAbsent.Level != storage.LevelNone || !strings.Contains(c.CreateIfAbsent.Reason, "ignores If-None-Match") {
 		t.Errorf("create-if-absent declared %s (%s), want none because If-None-Match is ignored", c.CreateIfAbsent, c.CreateIfAbsent.Reason)
 	}
-	if c.ReplaceIfVersion.Level != core.LevelNone || !strings.Contains(c.ReplaceIfVersion.Reason, "ignores If-Match") {
+	if c.ReplaceIfVersion.Level != storage.LevelNone || !strings.Contains(c.ReplaceIfVersion.Reason, "ignores If-Match") {
 		t.Errorf("replace-if-version declared %s (%s), want none because If-Match is ignored", c.ReplaceIfVersion, c.ReplaceIfVersion.Reason)
 	}
-	if c.DeleteIfVersion.Level != core.LevelNone {
+	if c.DeleteIfVersion.Level != storage.LevelNone {
 		t.Errorf("delete-if-version declared %s", c.DeleteIfVersion)
 	}
-	_, err := putS(d, "k", "x", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create declared none", err, core.ErrUnsupported)
+	_, err := putS(d, "k", "x", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create declared none", err, storage.ErrUnsupported)
 	wantAbsent(t, d, "k")
-	v := testkit.MustPut(t, d, "k", "orig")
-	_, err = putS(d, "k", "new", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "replace declared none", err, core.ErrUnsupported)
+	v := storagetest.MustPut(t, d, "k", "orig")
+	_, err = putS(d, "k", "new", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "replace declared none", err, storage.ErrUnsupported)
 	wantBody(t, d, "k", "orig")
 	wantNoProbeLeft(t, raw, "bign")
 }
@@ -322,7 +322,7 @@ func TestModes(t *testing.T) {
 	raw := useEmulator(t, e, "modes")
 	auto := openT(t, "s3://modes/p")
 	wantNoProbeLeft(t, raw, "modes")
-	if c := auto.caps; c.CreateIfAbsent.Level != core.LevelNative || c.ReplaceIfVersion.Level != core.LevelNative || c.DeleteIfVersion.Level != core.LevelNative {
+	if c := auto.caps; c.CreateIfAbsent.Level != storage.LevelNative || c.ReplaceIfVersion.Level != storage.LevelNative || c.DeleteIfVersion.Level != storage.LevelNative {
 		t.Fatalf("versitygw auto declared %s %s %s", c.CreateIfAbsent, c.ReplaceIfVersion, c.DeleteIfVersion)
 	}
 	if !strings.Contains(strings.Join(auto.caps.Notes, "\n"), "If-Match (wrong) on DeleteObject: refused (412 PreconditionFailed), object kept") {
@@ -330,21 +330,21 @@ func TestModes(t *testing.T) {
 	}
 
 	off := openT(t, "s3://modes/p?conditional-write=off&conditional-delete=off")
-	for _, c := range []core.Capability{off.caps.CreateIfAbsent, off.caps.ReplaceIfVersion, off.caps.DeleteIfVersion} {
-		if c.Level != core.LevelNone || !strings.Contains(c.Reason, "=off") {
+	for _, c := range []storage.Capability{off.caps.CreateIfAbsent, off.caps.ReplaceIfVersion, off.caps.DeleteIfVersion} {
+		if c.Level != storage.LevelNone || !strings.Contains(c.Reason, "=off") {
 			t.Errorf("off declared %s (%s)", c, c.Reason)
 		}
 	}
-	_, err := putS(off, "k", "x", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create with conditional-write=off", err, core.ErrUnsupported)
+	_, err := putS(off, "k", "x", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create with conditional-write=off", err, storage.ErrUnsupported)
 	wantAbsent(t, off, "k")
-	v := testkit.MustPut(t, off, "k", "orig")
-	testkit.WantKind(t, "delete-if-version with conditional-delete=off", off.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}), core.ErrUnsupported)
+	v := storagetest.MustPut(t, off, "k", "orig")
+	storagetest.WantKind(t, "delete-if-version with conditional-delete=off", off.Delete(bg, "k", storage.DeleteOptions{IfVersion: v.Version}), storage.ErrUnsupported)
 	wantBody(t, off, "k", "orig")
 
 	// on: no probe request at all, so even a missing bucket opens.
 	on := openT(t, "s3://no-such-bucket/p?conditional-write=on&conditional-delete=on")
-	if c := on.caps; c.CreateIfAbsent.Level != core.LevelNative || c.DeleteIfVersion.Level != core.LevelNative || !on.deleteHeadFirst {
+	if c := on.caps; c.CreateIfAbsent.Level != storage.LevelNative || c.DeleteIfVersion.Level != storage.LevelNative || !on.deleteHeadFirst {
 		t.Fatalf("on declared %s %s (head first %v)", c.CreateIfAbsent, c.DeleteIfVersion, on.deleteHeadFirst)
 	}
 }
@@ -353,28 +353,28 @@ func TestModes(t *testing.T) {
 func TestNoSuchBucket(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "exists")
-	loc, _ := core.ParseLocation("s3://no-such-bucket/p")
+	loc, _ := storage.ParseLocation("s3://no-such-bucket/p")
 	_, err := Open(bg, loc)
-	testkit.WantKind(t, "open (probe) of a missing bucket", err, core.ErrNotFound)
+	storagetest.WantKind(t, "open (probe) of a missing bucket", err, storage.ErrNotFound)
 	if !strings.Contains(err.Error(), `bucket "no-such-bucket" does not exist`) {
 		t.Errorf("message does not name the bucket: %v", err)
 	}
 	d := openT(t, "s3://no-such-bucket/p?conditional-write=on&conditional-delete=on")
 	for what, err := range map[string]error{
-		"put":  func() error { _, err := putS(d, "k", "x", core.PutOverwrite, ""); return err }(),
-		"list": func() error { _, err := d.List(bg, core.ListOptions{}); return err }(),
+		"put":  func() error { _, err := putS(d, "k", "x", storage.PutOverwrite, ""); return err }(),
+		"list": func() error { _, err := d.List(bg, storage.ListOptions{}); return err }(),
 		"get":  func() error { _, err := d.Get(bg, "k"); return err }(),
 	} {
-		testkit.WantKind(t, what+" in a missing bucket", err, core.ErrNotFound)
+		storagetest.WantKind(t, what+" in a missing bucket", err, storage.ErrNotFound)
 		if !strings.Contains(err.Error(), `bucket "no-such-bucket" does not exist`) {
 			t.Errorf("%s: message does not name the bucket: %v", what, err)
 		}
 	}
 	// HEAD answers carry no error code: still not found.
 	_, err = d.Stat(bg, "k")
-	testkit.WantKind(t, "stat in a missing bucket", err, core.ErrNotFound)
+	storagetest.WantKind(t, "stat in a missing bucket", err, storage.ErrNotFound)
 	res, err := d.DeleteMany(bg, []string{"a", "b"})
-	testkit.WantKind(t, "delete-many in a missing bucket", err, core.ErrNotFound)
+	storagetest.WantKind(t, "delete-many in a missing bucket", err, storage.ErrNotFound)
 	if res != nil {
 		t.Errorf("delete-many returned results with a whole-call error: %+v", res)
 	}
@@ -388,7 +388,7 @@ func TestBadCredentials(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "creds")
 	good := openT(t, "s3://creds/p")
-	testkit.MustPut(t, good, "k", "x")
+	storagetest.MustPut(t, good, "k", "x")
 
 	for name, env := range map[string]map[string]string{
 		"wrong secret":     {"AWS_SECRET_ACCESS_KEY": "not-the-secret-key-at-all"},
@@ -401,10 +401,10 @@ func TestBadCredentials(t *testing.T) {
 				t.Setenv(k, v)
 			}
 			d := openT(t, "s3://creds/p")
-			if c := d.caps.CreateIfAbsent; c.Level != core.LevelNone || !strings.Contains(c.Reason, "permission denied") {
+			if c := d.caps.CreateIfAbsent; c.Level != storage.LevelNone || !strings.Contains(c.Reason, "permission denied") {
 				t.Errorf("create-if-absent after a refused probe: %s (%s)", c, c.Reason)
 			}
-			if c := d.caps.DeleteIfVersion; c.Level != core.LevelNone || !strings.Contains(c.Reason, "conditional-delete=on") {
+			if c := d.caps.DeleteIfVersion; c.Level != storage.LevelNone || !strings.Contains(c.Reason, "conditional-delete=on") {
 				t.Errorf("delete-if-version after a refused probe: %s (%s)", c, c.Reason)
 			}
 			var errs []error
@@ -412,21 +412,21 @@ func TestBadCredentials(t *testing.T) {
 			errs = append(errs, err)
 			_, err = d.Stat(bg, "k")
 			errs = append(errs, err)
-			_, err = putS(d, "k", "y", core.PutOverwrite, "")
+			_, err = putS(d, "k", "y", storage.PutOverwrite, "")
 			errs = append(errs, err)
-			_, err = d.List(bg, core.ListOptions{})
+			_, err = d.List(bg, storage.ListOptions{})
 			errs = append(errs, err)
-			errs = append(errs, d.Delete(bg, "k", core.DeleteOptions{}))
+			errs = append(errs, d.Delete(bg, "k", storage.DeleteOptions{}))
 			for i, err := range errs {
 				if i == 1 && name == "unknown key id" {
 					// versitygw answers an unknown key id with 404
 					// XAdminUserNotFound; a HEAD answer has no body to
 					// carry the code, so Stat cannot tell it from a
 					// missing key (documented in docs/backend-s3.md).
-					testkit.WantKind(t, "stat with an unknown key id on versitygw", err, core.ErrNotFound)
+					storagetest.WantKind(t, "stat with an unknown key id on versitygw", err, storage.ErrNotFound)
 					continue
 				}
-				testkit.WantKind(t, fmt.Sprintf("call %d with %s", i, name), err, core.ErrPermissionDenied)
+				storagetest.WantKind(t, fmt.Sprintf("call %d with %s", i, name), err, storage.ErrPermissionDenied)
 				for _, secret := range []string{e.SecretKey, "not-the-secret-key-at-all", e.AccessKey} {
 					if strings.Contains(err.Error(), secret) {
 						t.Errorf("error carries a credential: %v", err)
@@ -456,12 +456,12 @@ func TestOptions(t *testing.T) {
 		"s3://b/p?endpoint=ftp://host":                    "http:// or https://",
 		"s3://b/p?endpoint=http://user:hunter2@host:9000": "user info",
 	} {
-		loc, err := core.ParseLocation(uri)
+		loc, err := storage.ParseLocation(uri)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, err = Open(bg, loc)
-		testkit.WantKind(t, uri, err, core.ErrInvalidArgument)
+		storagetest.WantKind(t, uri, err, storage.ErrInvalidArgument)
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v does not say %q", uri, err, want)
 		}
@@ -470,17 +470,17 @@ func TestOptions(t *testing.T) {
 		}
 	}
 	t.Setenv("AWS_ENDPOINT_URL", "http://user:hunter2@host:9000")
-	_, err := Open(bg, core.Location{Scheme: "s3", Bucket: "b"})
-	testkit.WantKind(t, "AWS_ENDPOINT_URL with user info", err, core.ErrInvalidArgument)
+	_, err := Open(bg, storage.Location{Scheme: "s3", Bucket: "b"})
+	storagetest.WantKind(t, "AWS_ENDPOINT_URL with user info", err, storage.ErrInvalidArgument)
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("the error echoes the secret: %v", err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	t.Setenv("AWS_REGION", "")
-	_, err = Open(bg, core.Location{Scheme: "s3", Bucket: "b", Options: map[string]string{"conditional-write": "on", "conditional-delete": "on"}})
-	testkit.WantKind(t, "no region and no endpoint", err, core.ErrInvalidArgument)
-	_, err = Open(bg, core.Location{Scheme: "gs", Bucket: "b"})
-	testkit.WantKind(t, "a gs:// location", err, core.ErrInvalidArgument)
+	_, err = Open(bg, storage.Location{Scheme: "s3", Bucket: "b", Options: map[string]string{"conditional-write": "on", "conditional-delete": "on"}})
+	storagetest.WantKind(t, "no region and no endpoint", err, storage.ErrInvalidArgument)
+	_, err = Open(bg, storage.Location{Scheme: "gs", Bucket: "b"})
+	storagetest.WantKind(t, "a gs:// location", err, storage.ErrInvalidArgument)
 }
 
 // List: prefix stripped, byte order, paging with start-after, and the
@@ -495,14 +495,14 @@ func TestList(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"z", "a/b", "a.b", "a0"} {
-		testkit.MustPut(t, d, k, k)
+		storagetest.MustPut(t, d, k, k)
 	}
 	// Outside the store's prefix: never listed.
 	if _, err := raw.PutObject(bg, &awss3.PutObjectInput{Bucket: aws.String("lists"), Key: aws.String("pz"), Body: strings.NewReader("x")}); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	opts := core.ListOptions{PageSize: 1}
+	opts := storage.ListOptions{PageSize: 1}
 	for range 10 {
 		page, err := d.List(bg, opts)
 		if err != nil {
@@ -525,7 +525,7 @@ func TestList(t *testing.T) {
 	if s := strings.Join(got, ","); s != "a.b,a/b,a0,z" {
 		t.Fatalf("listed %s", s)
 	}
-	page, err := d.List(bg, core.ListOptions{Prefix: "a", StartAfter: "a.b"})
+	page, err := d.List(bg, storage.ListOptions{Prefix: "a", StartAfter: "a.b"})
 	if err != nil || len(page.Objects) != 2 || page.Objects[0].Key != "a/b" || page.More {
 		t.Fatalf("list a after a.b: %+v, %v", page, err)
 	}
@@ -537,8 +537,8 @@ func TestDeleteMany(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "delmany")
 	d := openT(t, "s3://delmany/p")
-	testkit.MustPut(t, d, "a", "a")
-	testkit.MustPut(t, d, "b", "b")
+	storagetest.MustPut(t, d, "a", "a")
+	storagetest.MustPut(t, d, "b", "b")
 	keys := []string{"a", "missing", "a/../x", "b", "a"}
 	res, err := d.DeleteMany(bg, keys)
 	if err != nil {
@@ -549,7 +549,7 @@ func TestDeleteMany(t *testing.T) {
 			t.Fatalf("result %d names %q", i, r.Key)
 		}
 		if i == 2 {
-			testkit.WantKind(t, "invalid key", r.Err, core.ErrInvalidArgument)
+			storagetest.WantKind(t, "invalid key", r.Err, storage.ErrInvalidArgument)
 		} else if r.Err != nil {
 			t.Fatalf("%q: %v", r.Key, r.Err)
 		}
@@ -557,7 +557,7 @@ func TestDeleteMany(t *testing.T) {
 	wantAbsent(t, d, "a")
 	wantAbsent(t, d, "b")
 	_, err = d.DeleteMany(bg, make([]string, maxDeleteBatch+1))
-	testkit.WantKind(t, "delete-many over the batch limit", err, core.ErrLimitExceeded)
+	storagetest.WantKind(t, "delete-many over the batch limit", err, storage.ErrLimitExceeded)
 }
 
 // A body of unknown length over the in-memory spool size goes through a
@@ -585,7 +585,7 @@ func TestSpool(t *testing.T) {
 	e := emulator.Versitygw(t)
 	useEmulator(t, e, "spool")
 	d := openT(t, "s3://spool/p")
-	info, err := d.Put(bg, "big", io.MultiReader(bytes.NewReader(big)), core.PutOptions{Mode: core.PutCreateIfAbsent})
+	info, err := d.Put(bg, "big", io.MultiReader(bytes.NewReader(big)), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 	if err != nil || info.Size != int64(len(big)) {
 		t.Fatalf("put of %d bytes from a plain reader: %+v, %v", len(big), info, err)
 	}
@@ -606,7 +606,7 @@ func TestServiceSpecificEndpoint(t *testing.T) {
 	if d.endpoint != e.Endpoint || !strings.Contains(d.caps.Notes[0], "path-style") {
 		t.Fatalf("endpoint %q, notes %q", d.endpoint, d.caps.Notes[0])
 	}
-	testkit.MustPut(t, d, "k", "x")
+	storagetest.MustPut(t, d, "k", "x")
 }
 
 // Credentials that may write but not delete conditionally (AWS needs
@@ -628,10 +628,10 @@ func TestProbeDeleteDenied(t *testing.T) {
 	raw := useEmulator(t, e, "bdeny")
 	d := openT(t, "s3://bdeny/p")
 	c := d.caps
-	if c.CreateIfAbsent.Level != core.LevelNative || c.ReplaceIfVersion.Level != core.LevelNative {
+	if c.CreateIfAbsent.Level != storage.LevelNative || c.ReplaceIfVersion.Level != storage.LevelNative {
 		t.Errorf("writes declared %s %s after the delete probe was denied", c.CreateIfAbsent, c.ReplaceIfVersion)
 	}
-	if c.DeleteIfVersion.Level != core.LevelNone || !strings.Contains(c.DeleteIfVersion.Reason, "permission denied") {
+	if c.DeleteIfVersion.Level != storage.LevelNone || !strings.Contains(c.DeleteIfVersion.Reason, "permission denied") {
 		t.Errorf("delete-if-version declared %s (%s)", c.DeleteIfVersion, c.DeleteIfVersion.Reason)
 	}
 	wantNoProbeLeft(t, raw, "bdeny")

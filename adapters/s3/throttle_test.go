@@ -10,9 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
 )
 
 // fastBackoff keeps retries in tests to milliseconds; everything else of
@@ -27,7 +27,7 @@ func throttledStore(t *testing.T, bucket string) (*Driver, *throttleProxy) {
 	via := *e
 	via.Endpoint = p.URL
 	useEmulator(t, &via, bucket)
-	loc, err := core.ParseLocation("s3://" + bucket + "/p")
+	loc, err := storage.ParseLocation("s3://" + bucket + "/p")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,8 +57,8 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 		}
 	}
 	step := func(what string, f func() error) { t.Helper(); steps(what, 1, f) }
-	var v core.Info
-	step("create-if-absent", func() (err error) { v, err = putS(d, "k", "one", core.PutCreateIfAbsent, ""); return })
+	var v storage.Info
+	step("create-if-absent", func() (err error) { v, err = putS(d, "k", "one", storage.PutCreateIfAbsent, ""); return })
 	step("get", func() error {
 		got, info, err := readS(d, "k")
 		if err == nil && (got != "one" || info.Version != v.Version) {
@@ -67,11 +67,11 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 		return err
 	})
 	step("stat", func() error { _, err := d.Stat(bg, "k"); return err })
-	step("replace-if-version", func() (err error) { v, err = putS(d, "k", "two", core.PutReplaceIfVersion, v.Version); return })
+	step("replace-if-version", func() (err error) { v, err = putS(d, "k", "two", storage.PutReplaceIfVersion, v.Version); return })
 	wantBody(t, d, "k", "two")
-	step("overwrite", func() error { _, err := putS(d, "m", "x", core.PutOverwrite, ""); return err })
+	step("overwrite", func() error { _, err := putS(d, "m", "x", storage.PutOverwrite, ""); return err })
 	step("list", func() error {
-		page, err := d.List(bg, core.ListOptions{})
+		page, err := d.List(bg, storage.ListOptions{})
 		if err == nil && len(page.Objects) != 2 {
 			err = errors.New("listed the wrong keys")
 		}
@@ -81,7 +81,7 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 	if d.deleteHeadFirst {
 		heads = 2 // HeadObject, then the conditional DeleteObject
 	}
-	steps("delete-if-version", heads, func() error { return d.Delete(bg, "k", core.DeleteOptions{IfVersion: v.Version}) })
+	steps("delete-if-version", heads, func() error { return d.Delete(bg, "k", storage.DeleteOptions{IfVersion: v.Version}) })
 	wantAbsent(t, d, "k")
 	step("delete-many", func() error {
 		res, err := d.DeleteMany(bg, []string{"m", "never"})
@@ -96,9 +96,9 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 
 	// 500 InternalError is retried too.
 	p.answer(http.StatusInternalServerError, "InternalError")
-	step("create-if-absent after 500 InternalError", func() error { _, err := putS(d, "i", "x", core.PutCreateIfAbsent, ""); return err })
+	step("create-if-absent after 500 InternalError", func() error { _, err := putS(d, "i", "x", storage.PutCreateIfAbsent, ""); return err })
 	p.answer(http.StatusServiceUnavailable, "SlowDown")
-	step("delete", func() error { return d.Delete(bg, "i", core.DeleteOptions{}) })
+	step("delete", func() error { return d.Delete(bg, "i", storage.DeleteOptions{}) })
 }
 
 // A throttled attempt was refused unexecuted, so a 412 on the retry after
@@ -106,17 +106,17 @@ func TestThrottledOperationsSucceed(t *testing.T) {
 // and a stale replace "precondition failed", never an unknown outcome.
 func TestThrottledConditionalRefusalIsDefinite(t *testing.T) {
 	d, p := throttledStore(t, "definite")
-	v := testkit.MustPut(t, d, "k", "theirs")
+	v := storagetest.MustPut(t, d, "k", "theirs")
 	p.throttleNext(2)
-	_, err := putS(d, "k", "mine", core.PutCreateIfAbsent, "")
-	testkit.WantKind(t, "create on an existing key after throttling", err, core.ErrAlreadyExists)
+	_, err := putS(d, "k", "mine", storage.PutCreateIfAbsent, "")
+	storagetest.WantKind(t, "create on an existing key after throttling", err, storage.ErrAlreadyExists)
 	if p.throttled.Load() != 2 {
 		t.Fatalf("%d requests throttled, want 2", p.throttled.Load())
 	}
-	testkit.MustPut(t, d, "k", "newer")
+	storagetest.MustPut(t, d, "k", "newer")
 	p.throttleNext(2)
-	_, err = putS(d, "k", "mine", core.PutReplaceIfVersion, v.Version)
-	testkit.WantKind(t, "stale replace after throttling", err, core.ErrPreconditionFailed)
+	_, err = putS(d, "k", "mine", storage.PutReplaceIfVersion, v.Version)
+	storagetest.WantKind(t, "stale replace after throttling", err, storage.ErrPreconditionFailed)
 	wantBody(t, d, "k", "newer")
 }
 
@@ -125,7 +125,7 @@ func TestThrottledConditionalRefusalIsDefinite(t *testing.T) {
 // lower the request rate.
 func TestPersistentThrottleIsTransient(t *testing.T) {
 	d, p := throttledStore(t, "persistent")
-	testkit.MustPut(t, d, "k", "x")
+	storagetest.MustPut(t, d, "k", "x")
 	p.throttleNext(0)
 	p.always.Store(true)
 	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
@@ -134,16 +134,16 @@ func TestPersistentThrottleIsTransient(t *testing.T) {
 	calls := map[string]func() error{
 		"get": func() error { _, err := d.Get(ctx, "k"); return err },
 		"create-if-absent": func() error {
-			_, err := d.Put(ctx, "n", strings.NewReader("x"), core.PutOptions{Mode: core.PutCreateIfAbsent})
+			_, err := d.Put(ctx, "n", strings.NewReader("x"), storage.PutOptions{Mode: storage.PutCreateIfAbsent})
 			return err
 		},
-		"list":   func() error { _, err := d.List(ctx, core.ListOptions{}); return err },
-		"delete": func() error { return d.Delete(ctx, "k", core.DeleteOptions{}) },
+		"list":   func() error { _, err := d.List(ctx, storage.ListOptions{}); return err },
+		"delete": func() error { return d.Delete(ctx, "k", storage.DeleteOptions{}) },
 	}
 	for what, call := range calls {
 		p.seen.Store(0)
 		err := call()
-		testkit.WantKind(t, what+" under persistent throttling", err, core.ErrTransient)
+		storagetest.WantKind(t, what+" under persistent throttling", err, storage.ErrTransient)
 		if errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("%s waited for the context instead of giving up: %v", what, err)
 		}

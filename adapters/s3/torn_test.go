@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // etagSwapper answers GETs of keys containing "torn" with the ETag of
@@ -52,16 +52,16 @@ func TestTornReadRefused(t *testing.T) {
 	if !d.verifyMD5 {
 		t.Fatal("the probe should have found ETags to be MD5s on gofakes3")
 	}
-	testkit.MustPut(t, d, "torn/k", "hello")
+	storagetest.MustPut(t, d, "torn/k", "hello")
 	r, err := d.Get(bg, "torn/k")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = io.ReadAll(r)
 	r.Close()
-	if !errors.Is(err, core.ErrTransient) || !strings.Contains(err.Error(), "torn read") {
+	if !errors.Is(err, storage.ErrTransient) || !strings.Contains(err.Error(), "torn read") {
 		t.Fatalf("a body under another version's ETag: want a transient torn-read error, got %v", err)
 	}
-	testkit.MustPut(t, d, "fine/k", "hello")
+	storagetest.MustPut(t, d, "fine/k", "hello")
 	wantBody(t, d, "fine/k", "hello")
 }

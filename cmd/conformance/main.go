@@ -20,8 +20,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/internal/supportmatrix"
-	"github.com/retain-dev/retain/sdk/conformance"
+	"github.com/retain-dev/retain/cmd/conformance/internal/supportmatrix"
+	"github.com/retain-dev/retain/conformance"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/internal/supportmatrix"
+	"github.com/retain-dev/retain/cmd/conformance/internal/supportmatrix"
 )
 
 var bin, acme string

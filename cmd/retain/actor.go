@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // maxActorBytes bounds an actor: the checkpoint registry refuses a longer
@@ -84,15 +84,15 @@ func checkActor(from, v string) error {
 	case strings.TrimSpace(v) == "":
 		return usageError{fmt.Errorf("%s is empty: name who is acting, e.g. --actor alice@laptop", from)}
 	case !utf8.ValidString(v):
-		return usageError{fmt.Errorf("%s %s is not valid UTF-8", from, core.Quote(v))}
+		return usageError{fmt.Errorf("%s %s is not valid UTF-8", from, storage.Quote(v))}
 	case len(v) > maxActorBytes:
 		return usageError{fmt.Errorf("%s is %d bytes: at most %d", from, len(v), maxActorBytes)}
 	case v != strings.TrimSpace(v):
-		return usageError{fmt.Errorf("%s %s starts or ends with white space", from, core.Quote(v))}
+		return usageError{fmt.Errorf("%s %s starts or ends with white space", from, storage.Quote(v))}
 	}
 	for _, r := range v {
 		if !unicode.IsPrint(r) {
-			return usageError{fmt.Errorf("%s %s has a non-printable character %U", from, core.Quote(v), r)}
+			return usageError{fmt.Errorf("%s %s has a non-printable character %U", from, storage.Quote(v), r)}
 		}
 	}
 	return nil

@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // retainNoActor runs the binary with RETAIN_ACTOR (and the given keys)

@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 func (a *app) versionCmd() *cobra.Command {
@@ -46,13 +46,13 @@ func (a *app) versionCmd() *cobra.Command {
 
 // adapterReport is one row of `retain adapters list`.
 type adapterReport struct {
-	Name         string             `json:"name"`
-	Schemes      []string           `json:"schemes"`
-	Status       string             `json:"status"` // "available" or "not available yet"
-	ProbedOn     string             `json:"probed_on,omitempty"`
-	Capabilities *core.Capabilities `json:"capabilities,omitempty"`
-	Note         string             `json:"note,omitempty"`
-	Error        string             `json:"error,omitempty"`
+	Name         string                `json:"name"`
+	Schemes      []string              `json:"schemes"`
+	Status       string                `json:"status"` // "available" or "not available yet"
+	ProbedOn     string                `json:"probed_on,omitempty"`
+	Capabilities *storage.Capabilities `json:"capabilities,omitempty"`
+	Note         string                `json:"note,omitempty"`
+	Error        string                `json:"error,omitempty"`
 }
 
 // errNeedsStore: the adapter serves remote stores, whose capabilities can
@@ -76,9 +76,9 @@ temporary directory unless --store names the store to probe.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			var probe core.Location
+			var probe storage.Location
 			if store != "" {
-				loc, err := core.ParseLocation(store)
+				loc, err := storage.ParseLocation(store)
 				if err != nil {
 					return err
 				}
@@ -99,7 +99,7 @@ temporary directory unless --store names the store to probe.`,
 				}
 				if err == nil {
 					row.ProbedOn = loc.String()
-					var s *core.Store
+					var s *storage.Store
 					s, err = bundled.OpenAdapter(ctx, ad.Name, loc, a.logger())
 					if err == nil {
 						caps := s.Capabilities()
@@ -130,7 +130,7 @@ temporary directory unless --store names the store to probe.`,
 				a.printAdapters(rows)
 			}
 			if failed {
-				return core.Errorf("adapters list", "", core.ErrUnknown, "an adapter failed to start; see the error column")
+				return storage.Errorf("adapters list", "", storage.ErrUnknown, "an adapter failed to start; see the error column")
 			}
 			return nil
 		},
@@ -141,23 +141,23 @@ temporary directory unless --store names the store to probe.`,
 }
 
 // probeLocation picks where to open an adapter for `adapters list`.
-func probeLocation(ad core.Adapter, probe core.Location) (core.Location, func(), error) {
+func probeLocation(ad storage.Adapter, probe storage.Location) (storage.Location, func(), error) {
 	if probe.Scheme != "" {
 		for _, s := range ad.Schemes {
 			if s == probe.Scheme {
 				return probe, func() {}, nil
 			}
 		}
-		return core.Location{}, func() {}, errNotServed
+		return storage.Location{}, func() {}, errNotServed
 	}
 	if ad.Schemes[0] != "file" {
-		return core.Location{}, func() {}, errNeedsStore
+		return storage.Location{}, func() {}, errNeedsStore
 	}
 	dir, err := os.MkdirTemp("", "retain-probe-")
 	if err != nil {
-		return core.Location{}, func() {}, err
+		return storage.Location{}, func() {}, err
 	}
-	return core.Location{Scheme: "file", Path: dir}, func() { os.RemoveAll(dir) }, nil
+	return storage.Location{Scheme: "file", Path: dir}, func() { os.RemoveAll(dir) }, nil
 }
 
 func (a *app) printAdapters(rows []adapterReport) {
@@ -192,8 +192,8 @@ func (a *app) printAdapters(rows []adapterReport) {
 		for _, n := range r.Capabilities.Notes {
 			fmt.Fprintf(a.stdout, "%s: %s\n", r.Name, n)
 		}
-		for _, c := range []core.Capability{r.Capabilities.CreateIfAbsent, r.Capabilities.ReplaceIfVersion, r.Capabilities.DeleteIfVersion} {
-			if c.Level == core.LevelNone && c.Reason != "" {
+		for _, c := range []storage.Capability{r.Capabilities.CreateIfAbsent, r.Capabilities.ReplaceIfVersion, r.Capabilities.DeleteIfVersion} {
+			if c.Level == storage.LevelNone && c.Reason != "" {
 				fmt.Fprintf(a.stdout, "%s: %s\n", r.Name, c.Reason)
 			}
 		}

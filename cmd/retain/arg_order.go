@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Every command puts the store or table last: `tag create TAG TABLE-URI`.
@@ -26,7 +26,7 @@ func isBranchName(s string) bool { return s == "main" || lance.ValidateBranchNam
 // syntax; a local path must exist as a folder, which is what tells
 // "t.lance", a valid tag name too, from a tag.
 func isTableArg(s string) bool {
-	loc, err := core.ParseLocation(s)
+	loc, err := storage.ParseLocation(s)
 	if err != nil {
 		return false
 	}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/internal/duration"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/duration"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func (a *app) auditCmd() *cobra.Command {
@@ -19,7 +19,7 @@ func (a *app) auditCmd() *cobra.Command {
 		Short: "Print the store's audit log: every removal retention made, one line each",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store) (*[]retention.AuditRecord, error) {
+			return onStore(a, cmd.Context(), args[0], false, func(s *storage.Store) (*[]retention.AuditRecord, error) {
 				var from time.Time
 				if since > 0 {
 					from = time.Now().Add(-since)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/branch"
+	"github.com/retain-dev/retain/core/branch"
 )
 
 // branchRefusedJSON is the JSON of a refused `retain branch delete`:

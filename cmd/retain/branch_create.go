@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/refmeta"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/refs/refmeta"
 )
 
 func (a *app) branchCreateCmd() *cobra.Command {

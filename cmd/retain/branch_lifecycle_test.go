@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/branch/lifecycle"
-	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/refs/lifecycle"
 	"github.com/retain-dev/retain/internal/lancetest"
 )
 

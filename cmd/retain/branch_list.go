@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/branch/lifecycle"
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/refmeta"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs/lifecycle"
+	"github.com/retain-dev/retain/core/refs/refmeta"
 )
 
 // branchListJSON is the JSON of `retain branch list`.

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 const branchTableURI = `TABLE-URI is the dataset itself, as for inspect: /data/db/t.lance,
@@ -28,7 +28,7 @@ type branchTarget struct {
 // branchSplit splits a TABLE-URI into the store (its parent) and the
 // table, the store's top-level folder.
 func branchSplit(uri string) (branchTarget, error) {
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return branchTarget{}, err
 	}
@@ -58,14 +58,14 @@ func branchSplit(uri string) (branchTarget, error) {
 
 // openBranchTable opens the table of uri through its store, read-only
 // unless write.
-func (a *app) openBranchTable(ctx context.Context, uri string, write bool) (branchTarget, *core.Store, core.Location, *lance.Dataset, error) {
+func (a *app) openBranchTable(ctx context.Context, uri string, write bool) (branchTarget, *storage.Store, storage.Location, *lance.Dataset, error) {
 	bt, err := branchSplit(uri)
 	if err != nil {
-		return bt, nil, core.Location{}, nil, err
+		return bt, nil, storage.Location{}, nil, err
 	}
 	if bt.local != "" {
 		if err := checkLocalDataset(uri, bt.local); err != nil {
-			return bt, nil, core.Location{}, nil, err
+			return bt, nil, storage.Location{}, nil, err
 		}
 	}
 	// The table was checked above (or is read below): the store-misuse
@@ -85,7 +85,7 @@ func (a *app) openBranchTable(ctx context.Context, uri string, write bool) (bran
 // branchCheckDataset is called when a listing found no branch file: it
 // tells an empty table from a URI that is no table (one listing of
 // _versions/, never more).
-func branchCheckDataset(ctx context.Context, bt branchTarget, s *core.Store, ds *lance.Dataset) error {
+func branchCheckDataset(ctx context.Context, bt branchTarget, s *storage.Store, ds *lance.Dataset) error {
 	if bt.local != "" {
 		return nil // checked before opening
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/branch"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // branchTestDB builds <tmp>/db/t.lance with real Lance: main v1 (3 rows), v2
@@ -148,12 +148,12 @@ func TestBranchDeleteCLIClaimHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, "localfs", d)
+	s, err := storage.NewStore(ctx, "localfs", d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Actor: "other-job", Scope: core.ScopeHost})
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Actor: "other-job", Scope: storage.ScopeHost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // refuseReservedTag is what every user command that creates, moves or
@@ -27,7 +27,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*checkpoint.Created, error) {
+			return onStore(a, cmd.Context(), args[1], true, func(s *storage.Store) (*checkpoint.Created, error) {
 				return resultOnly(checkpoint.Options{Actor: actor}.Create(cmd.Context(), s, args[0], branch))
 			}, func(c *checkpoint.Created) error {
 				fmt.Fprintf(a.stdout, "created checkpoint %q (id %s, generation %d) from %s at registry version %d\n",
@@ -86,7 +86,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 		Short: "Show one checkpoint: its pinned versions and the health of every pin",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[1], false, func(s *core.Store) (*checkpoint.Info, error) {
+			return onStore(a, cmd.Context(), args[1], false, func(s *storage.Store) (*checkpoint.Info, error) {
 				in, err := checkpoint.Show(cmd.Context(), s, args[0], deep)
 				if err != nil {
 					return nil, err
@@ -139,7 +139,7 @@ func (a *app) checkpointCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[1], true, func(s *core.Store) (*checkpoint.Deleted, error) {
+			return onStore(a, cmd.Context(), args[1], true, func(s *storage.Store) (*checkpoint.Deleted, error) {
 				return resultOnly(checkpoint.Options{Actor: actor}.Delete(cmd.Context(), s, args[0]))
 			}, func(d *checkpoint.Deleted) error {
 				if d.AlreadyTombstoned {
@@ -169,7 +169,7 @@ func (a *app) reconcileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*checkpoint.Report, error) {
+			return onStore(a, cmd.Context(), args[0], true, func(s *storage.Store) (*checkpoint.Report, error) {
 				return checkpoint.Options{Actor: actor}.Reconcile(cmd.Context(), s)
 			}, func(rep *checkpoint.Report) error {
 				fmt.Fprintf(a.stdout, "reconciled %d tables at registry version %d: %d sidecars, %d repaired, %d reclaimed, %d conflicts\n",

@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func (a *app) checkpointDropLostCmd() *cobra.Command {
@@ -21,7 +21,7 @@ func (a *app) checkpointDropLostCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[2], true, func(s *core.Store) (*checkpoint.DroppedLost, error) {
+			return onStore(a, cmd.Context(), args[2], true, func(s *storage.Store) (*checkpoint.DroppedLost, error) {
 				return resultOnly(retention.DropLostPin(cmd.Context(), s, checkpoint.Options{Actor: actor}, args[0], args[1], reason))
 			}, func(d *checkpoint.DroppedLost) error {
 				fmt.Fprintf(a.stdout, "checkpoint %q (id %s) no longer pins %s %s v%d: %s (registry version %d, operation %s)\n",

@@ -10,11 +10,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/internal/duration"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/rotation"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/duration"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/rotation"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func (a *app) checkpointPruneCmd() *cobra.Command {
@@ -40,7 +40,7 @@ host's clock is always kept. Nothing unmatched is ever judged.`,
 			if err != nil {
 				return err
 			}
-			return onStore(a, cmd.Context(), args[0], !req.DryRun, func(s *core.Store) (*checkpoint.Pruned, error) {
+			return onStore(a, cmd.Context(), args[0], !req.DryRun, func(s *storage.Store) (*checkpoint.Pruned, error) {
 				return resultOnly(retention.PruneCheckpoints(cmd.Context(), s, checkpoint.Options{Actor: actor}, req))
 			}, func(p *checkpoint.Pruned) error { return a.printPruned(p) })
 		},

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // rotationDB is a store holding checkpoints hourly/1..5 and release-1.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/authz"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/authz"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
 )
 
 // claimStatus is the JSON of `retain claim status`.
@@ -41,12 +41,12 @@ func (a *app) claimCmd() *cobra.Command {
 		Short: "Show who holds the store's retention claim, or that it is free",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store) (*claimStatus, error) {
+			return onStore(a, cmd.Context(), args[0], false, func(s *storage.Store) (*claimStatus, error) {
 				st := claimStatus{Store: args[0]}
 				p, info, err := claim.Read(cmd.Context(), s)
 				var ue *claim.UnreadableError
 				switch {
-				case errors.Is(err, core.ErrNotFound):
+				case errors.Is(err, storage.ErrNotFound):
 				case errors.As(err, &ue):
 					// Reported, not failed on: status is how the operator
 					// learns the version the way out needs.
@@ -129,7 +129,7 @@ store is free for the next operation.`,
 				return err
 			}
 			defer s.Close()
-			// sdk/claim knows nothing of policies: the takeover is
+			// core/storage/claim knows nothing of policies: the takeover is
 			// authorized here, before it writes.
 			if err := authz.Check(cmd.Context(), authz.Request{Action: authz.ActionClaimTakeover, Store: authz.StoreName(s)}); err != nil {
 				return err

@@ -13,10 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/daemon"
-	"github.com/retain-dev/retain/internal/duration"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/daemon"
+	"github.com/retain-dev/retain/core/duration"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // cleanupPreviewJSON is the JSON of `retain cleanup preview --json`
@@ -122,7 +122,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 			}
 			if out != "" {
 				fmt.Fprintf(a.stdout, "plan saved to %s, digest %s; apply exactly it with\n  retain cleanup run %s --plan %s --expect-digest %s --confirm-write-outage\n",
-					out, digest, core.ShellWord(args[0]), core.ShellWord(out), digest)
+					out, digest, storage.ShellWord(args[0]), storage.ShellWord(out), digest)
 			}
 			return refused
 		},
@@ -233,7 +233,7 @@ would remove anything the plan does not list. It may remove less.
 				// says the run is unfinished (before its plans there is
 				// nothing to continue; the claim was released either way).
 				if runs, rerr := retention.OpenRuns(context.WithoutCancel(cmd.Context()), s); rerr == nil && len(runs) > 0 {
-					a.onInterrupt = "retain cleanup run " + core.ShellWord(args[0]) + " --resume --confirm-write-outage"
+					a.onInterrupt = "retain cleanup run " + storage.ShellWord(args[0]) + " --resume --confirm-write-outage"
 				}
 			}
 			if rep == nil || (err != nil && len(rep.Tables) == 0) {

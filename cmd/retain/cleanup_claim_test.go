@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/internal/failpoint"
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // TestCleanupClaimRefusesOthers: while a real `retain cleanup run` process

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/checkpoint/registry"
-	"github.com/retain-dev/retain/internal/failpoint"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint/registry"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // tableFiles lists every file of the store's tables except the checkpoint
@@ -51,7 +51,7 @@ func headBoundaries(t *testing.T, db string) map[string]registry.GCBoundary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, "localfs", d)
+	s, err := storage.NewStore(ctx, "localfs", d)
 	if err != nil {
 		t.Fatal(err)
 	}

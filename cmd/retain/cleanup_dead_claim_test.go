@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/internal/failpoint"
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // heldCommand returns the backquoted command that starts with prefix in a

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // Ctrl-C during `cleanup run` (SIGINT, after the run journaled its plans):

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // windowRules are the per-table and per-branch windows of a cleanup

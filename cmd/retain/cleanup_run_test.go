@@ -10,9 +10,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/checkpoint/registry"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint/registry"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
 )
 
 // runFixture: deletes.lance and branch-tag.lance with checkpoint
@@ -57,12 +57,12 @@ func TestCleanupRunCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, "localfs", d)
+	s, err := storage.NewStore(ctx, "localfs", d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Scope: claim.ScopeFor(core.Location{Scheme: "file", Path: db})})
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Scope: claim.ScopeFor(storage.Location{Scheme: "file", Path: db})})
 	if err != nil {
 		t.Fatal(err)
 	}

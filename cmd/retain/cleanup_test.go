@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // TestCleanupPreviewCLI: a checkpoint taken while deletes.lance's head was

@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/authz"
-	"github.com/retain-dev/retain/daemon"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/authz"
+	"github.com/retain-dev/retain/core/daemon"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // defaultMetricsAddr is loopback: metrics are not published beyond the
@@ -104,7 +104,7 @@ written), else 0. The adapter plugin ignores them and ends with the daemon.`,
 				return a.runOneStore(cmd, args[0], cfg, log, metricsAddr, once)
 			}
 			f := &daemon.Fleet{Config: cfg, Stores: args, Identity: cfg.Identity, Logger: log,
-				Open: func(ctx context.Context, uri string) (*core.Store, error) {
+				Open: func(ctx context.Context, uri string) (*storage.Store, error) {
 					s, loc, err := a.openStore(ctx, uri)
 					if err != nil {
 						return nil, err
@@ -173,7 +173,7 @@ func (a *app) serveUntilSignal(cmd *cobra.Command, metricsAddr string, h http.Ha
 func serveMetrics(addr string, h http.Handler, log hclog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, core.Errorf("daemon", addr, core.ErrInvalidArgument, "cannot listen for metrics on %s: %v (choose another --metrics-addr, or \"\" for none)", addr, err)
+		return nil, storage.Errorf("daemon", addr, storage.ErrInvalidArgument, "cannot listen for metrics on %s: %v (choose another --metrics-addr, or \"\" for none)", addr, err)
 	}
 	if host, _, _ := net.SplitHostPort(addr); host != "" {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/failpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
 )
 

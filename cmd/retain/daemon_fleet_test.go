@@ -16,11 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/retain-dev/retain/daemon"
+	"github.com/retain-dev/retain/cmd/retain/internal/quickstart"
+	"github.com/retain-dev/retain/core/daemon"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/internal/failpoint"
-	"github.com/retain-dev/retain/internal/quickstart"
-	"github.com/retain-dev/retain/retention"
 )
 
 // TestFleetReplicasShareStores is the fleet's proof on an S3 emulator

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/faultadapter"
-	"github.com/retain-dev/retain/retention"
 )
 
 // groupSignalMidPass starts `retain daemon` in its own process group,

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/core/lease"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/lease"
 )
 
 // lanceJudged is one verify job's result.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/internal/quickstart"
+	"github.com/retain-dev/retain/cmd/retain/internal/quickstart"
 )
 
 // replayFixture writes every commit of the quickstart fixture into a new

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // Two daemon processes with the same schedule on one store create each

@@ -18,12 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/cmd/retain/internal/quickstart"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/failpoint"
+	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/faultadapter"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/quickstart"
-	"github.com/retain-dev/retain/retention"
 )
 
 // daemonStore replays the quickstart fixture's LanceDB commits v1-v3 of

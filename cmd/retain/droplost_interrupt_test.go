@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // SIGINT that lands once drop-lost has committed: the pin is given up, so

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retain-dev/retain/internal/duration"
+	"github.com/retain-dev/retain/core/duration"
 )
 
 // expiryValue is --expires: a duration from now ("7d", "2h") or a moment

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 const inspectLong = `Shows what a Lance dataset holds, read-only: every version of main and of
@@ -117,7 +117,7 @@ func (a *app) inspectCmd() *cobra.Command {
 var errUnreadable = errors.New("some of the dataset could not be read")
 
 func (a *app) inspect(ctx context.Context, uri string, o lance.InspectOptions) error {
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return err
 	}
@@ -232,8 +232,8 @@ func checkLocalDataset(uri, dir string) error {
 
 // remoteTables names the *.lance folders at the top of a store, from one
 // bounded listing page, to suggest what to inspect instead.
-func remoteTables(ctx context.Context, s *core.Store) []string {
-	page, err := s.ListPage(ctx, core.ListOptions{PageSize: 1000})
+func remoteTables(ctx context.Context, s *storage.Store) []string {
+	page, err := s.ListPage(ctx, storage.ListOptions{PageSize: 1000})
 	if err != nil {
 		return nil
 	}

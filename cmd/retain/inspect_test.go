@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 const fixturesDir = "../../lance/testdata"
@@ -529,7 +529,7 @@ func TestInspectS3(t *testing.T) {
 	e := emulator.GoFakeS3(t)
 	emulator.IsolateAWS(t, e.Env())
 	ctx := context.Background()
-	loc, err := core.ParseLocation("s3://retain-inspect/db/t.lance")
+	loc, err := storage.ParseLocation("s3://retain-inspect/db/t.lance")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +537,7 @@ func TestInspectS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := core.NewStore(ctx, "s3", d)
+	st, err := storage.NewStore(ctx, "s3", d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,7 +549,7 @@ func TestInspectS3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.PutBytes(ctx, f, b, core.PutOptions{}); err != nil {
+		if _, err := st.PutBytes(ctx, f, b, storage.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/retain-dev/retain/lance"
+	"github.com/retain-dev/retain/core/lance"
 )
 
 // printInspection is the text form of a report.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 )
 
 // SIGINT that lands after a checkpoint delete or create has committed, as

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/checkpoint/registry"
-	"github.com/retain-dev/retain/internal/duration"
-	"github.com/retain-dev/retain/lease"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint/registry"
+	"github.com/retain-dev/retain/core/duration"
+	"github.com/retain-dev/retain/core/lease"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 const leaseLong = `Reader leases: pin one version of a table for a while, so that no
@@ -35,7 +35,7 @@ func (a *app) leaseCmd() *cobra.Command {
 // tableInStore splits a table URI into its store (the database folder or
 // prefix above it, where the registry is) and the table's folder there.
 func tableInStore(uri string) (store, table string, err error) {
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return "", "", err
 	}
@@ -58,12 +58,12 @@ func tableInStore(uri string) (store, table string, err error) {
 }
 
 // onTable opens the store above the table at uri and runs fn on it.
-func onTable[T any](a *app, ctx context.Context, uri string, write bool, run func(s *core.Store, table string) (*T, error), text func(*T) error) error {
+func onTable[T any](a *app, ctx context.Context, uri string, write bool, run func(s *storage.Store, table string) (*T, error), text func(*T) error) error {
 	store, table, err := tableInStore(uri)
 	if err != nil {
 		return err
 	}
-	return onStore(a, ctx, store, write, func(s *core.Store) (*T, error) { return run(s, table) }, text)
+	return onStore(a, ctx, store, write, func(s *storage.Store) (*T, error) { return run(s, table) }, text)
 }
 
 func (a *app) leaseAcquireCmd() *cobra.Command {
@@ -82,7 +82,7 @@ func (a *app) leaseAcquireCmd() *cobra.Command {
 				return err
 			}
 			req.TTL = time.Duration(ttl)
-			return onTable(a, cmd.Context(), args[0], true, func(s *core.Store, table string) (*lease.Lease, error) {
+			return onTable(a, cmd.Context(), args[0], true, func(s *storage.Store, table string) (*lease.Lease, error) {
 				req.Table = table
 				return lease.Acquire(cmd.Context(), s, req, lease.Options{Actor: actor})
 			}, func(l *lease.Lease) error {
@@ -108,7 +108,7 @@ func (a *app) leaseRenewCmd() *cobra.Command {
 			if !cmd.Flags().Changed("ttl") {
 				return usageError{fmt.Errorf("--ttl is required: how long from now the lease lasts")}
 			}
-			return onTable(a, cmd.Context(), args[1], true, func(s *core.Store, table string) (*lease.Lease, error) {
+			return onTable(a, cmd.Context(), args[1], true, func(s *storage.Store, table string) (*lease.Lease, error) {
 				return lease.Renew(cmd.Context(), s, table, registry.ID(args[0]), time.Duration(ttl), lease.Options{})
 			}, func(l *lease.Lease) error {
 				fmt.Fprintf(a.stdout, "renewed lease %s on %s %s v%d until %s\n", l.ID, l.Table, l.Branch, l.Version, l.Expires.Format(time.RFC3339))
@@ -126,7 +126,7 @@ func (a *app) leaseReleaseCmd() *cobra.Command {
 		Short: "End a lease: the next cleanup may remove what only it kept",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onTable(a, cmd.Context(), args[1], true, func(s *core.Store, table string) (*lease.Lease, error) {
+			return onTable(a, cmd.Context(), args[1], true, func(s *storage.Store, table string) (*lease.Lease, error) {
 				return lease.Release(cmd.Context(), s, table, registry.ID(args[0]))
 			}, func(l *lease.Lease) error {
 				fmt.Fprintf(a.stdout, "released lease %s on %s %s v%d\n", l.ID, l.Table, l.Branch, l.Version)
@@ -147,7 +147,7 @@ func (a *app) leaseListCmd() *cobra.Command {
 		Short: "The table's leases, by expiry (read-only)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onTable(a, cmd.Context(), args[0], false, func(s *core.Store, table string) (*leaseList, error) {
+			return onTable(a, cmd.Context(), args[0], false, func(s *storage.Store, table string) (*leaseList, error) {
 				ls, err := lease.List(cmd.Context(), s, table)
 				if ls == nil {
 					ls = []lease.Lease{}
@@ -178,7 +178,7 @@ func (a *app) leaseReapCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Margin = time.Duration(margin)
-			return onStore(a, cmd.Context(), args[0], !o.DryRun, func(s *core.Store) (*lease.Reaped, error) {
+			return onStore(a, cmd.Context(), args[0], !o.DryRun, func(s *storage.Store) (*lease.Reaped, error) {
 				return lease.Reap(cmd.Context(), s, o)
 			}, func(r *lease.Reaped) error {
 				verb := "reaped"

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retain-dev/retain/core/lease"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/lease"
 )
 
 type lanceVerify struct {

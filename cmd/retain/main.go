@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/sdk/redact"
+	"github.com/retain-dev/retain/core/storage/redact"
 )
 
 func main() {

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 var bin string
@@ -79,7 +79,7 @@ func TestAdaptersList(t *testing.T) {
 		Adapters []struct {
 			Name         string
 			Status       string
-			Capabilities *core.Capabilities
+			Capabilities *storage.Capabilities
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -92,9 +92,9 @@ func TestAdaptersList(t *testing.T) {
 			continue
 		}
 		c := a.Capabilities
-		if c == nil || c.CreateIfAbsent.Level != core.LevelNative ||
-			c.ReplaceIfVersion.Level != core.LevelGated || c.ReplaceIfVersion.Scope != core.ScopeHost ||
-			c.DeleteIfVersion.Level != core.LevelGated || !c.OrderedList {
+		if c == nil || c.CreateIfAbsent.Level != storage.LevelNative ||
+			c.ReplaceIfVersion.Level != storage.LevelGated || c.ReplaceIfVersion.Scope != storage.ScopeHost ||
+			c.DeleteIfVersion.Level != storage.LevelGated || !c.OrderedList {
 			t.Fatalf("localfs declares %+v", c)
 		}
 		if _, ok := c.Gate("metadata"); !ok {
@@ -130,18 +130,18 @@ func TestClaimStatusAndTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := core.NewStore(ctx, "localfs", d)
+	s, _ := storage.NewStore(ctx, "localfs", d)
 	dead := exec.Command("true")
 	dead.Run()
 	host, _ := os.Hostname()
-	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Actor: "crashed-job", Scope: core.ScopeHost})
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Actor: "crashed-job", Scope: storage.ScopeHost})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := h.Payload()
 	p.PID = dead.Process.Pid
 	b, _ := json.Marshal(p)
-	if _, err := s.PutBytes(ctx, claim.Key, b, core.PutOptions{Mode: core.PutReplaceIfVersion, IfVersion: h.Version()}); err != nil {
+	if _, err := s.PutBytes(ctx, claim.Key, b, storage.PutOptions{Mode: storage.PutReplaceIfVersion, IfVersion: h.Version()}); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code = retain(t, "claim", "status", "file://"+dir)
@@ -171,8 +171,8 @@ func TestTakeoverOfLiveOwnerRefused(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	d, _ := localfs.Open(dir)
-	s, _ := core.NewStore(ctx, "localfs", d)
-	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Scope: core.ScopeHost})
+	s, _ := storage.NewStore(ctx, "localfs", d)
+	h, err := claim.Acquire(ctx, s, claim.Request{Action: "cleanup", Scope: storage.ScopeHost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestS3StoreThroughBinary(t *testing.T) {
 	var rep struct {
 		Adapters []struct {
 			Name         string
-			Capabilities *core.Capabilities
+			Capabilities *storage.Capabilities
 		}
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
@@ -210,7 +210,7 @@ func TestS3StoreThroughBinary(t *testing.T) {
 		t.Fatalf("want only s3, probed: %s", out)
 	}
 	c := rep.Adapters[0].Capabilities
-	if c.CreateIfAbsent.Level != core.LevelNative || c.DeleteIfVersion.Level != core.LevelNone {
+	if c.CreateIfAbsent.Level != storage.LevelNative || c.DeleteIfVersion.Level != storage.LevelNone {
 		t.Fatalf("gofakes3 honours conditional create and ignores conditional delete; declared %+v", c)
 	}
 	out, errs, code = retain(t, "claim", "status", store, "--json")

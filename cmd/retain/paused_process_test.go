@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/internal/failpoint"
+	"github.com/retain-dev/retain/core/failpoint"
 )
 
 // pausedProc is the retain binary held at a failpoint (RETAIN_FAILPOINT_PAUSE):

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/authz"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/authz"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // policyEnv names the policy file when --policy is not given.
@@ -73,5 +73,5 @@ func authzLine(file, actor string, d authz.Decision, r authz.Request) string {
 	// A decision carries policy text and messages; keep it one line.
 	why := strings.ReplaceAll(d.String(), "\n", " ")
 	return fmt.Sprintf("authz: %s %s%s on %s for actor %s by policy file %s: %s",
-		verdict, r.Action, cmdNote, r.Resource(), core.Quote(actor), file, why)
+		verdict, r.Action, cmdNote, r.Resource(), storage.Quote(actor), file, why)
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/internal/quickstart"
+	"github.com/retain-dev/retain/cmd/retain/internal/quickstart"
 )
 
 func (a *app) quickstartCmd() *cobra.Command {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retain-dev/retain/cmd/retain/internal/quickstart"
+	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/internal/quickstart"
-	"github.com/retain-dev/retain/lance"
 )
 
 // quickstart DIR --json, then the directory checked independently: real

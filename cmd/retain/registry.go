@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func (a *app) registryCmd() *cobra.Command {
@@ -25,7 +25,7 @@ func (a *app) registryVerifyCmd() *cobra.Command {
 		Short: "Read-only: does every registry version read, and does the registry account for every pin?",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], true, func(s *core.Store) (*checkpoint.VerifyReport, error) {
+			return onStore(a, cmd.Context(), args[0], true, func(s *storage.Store) (*checkpoint.VerifyReport, error) {
 				return checkpoint.Verify(cmd.Context(), s)
 			}, func(rep *checkpoint.VerifyReport) error {
 				state := "ok"

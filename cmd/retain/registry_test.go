@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/retention"
 )
 
 // TestRegistryLostCLI is issue 13's first report, end to end: a real

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Exit statuses: 0 success, 1 the operation failed, 2 usage or setup error.
@@ -102,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	code := exitFailed
 	var ue usageError
-	if !a.ran || errors.As(err, &ue) || errors.Is(err, core.ErrInvalidArgument) {
+	if !a.ran || errors.As(err, &ue) || errors.Is(err, storage.ErrInvalidArgument) {
 		code = exitUsage
 	}
 	if ctx.Err() != nil && !a.ownsSignals.Load() {
@@ -151,9 +151,9 @@ type jsonErrorBody struct {
 var nextCommand = regexp.MustCompile("`(retain [^`]+)`")
 
 func jsonErrorOf(err error, code int) jsonError {
-	kind := core.KindOf(err)
-	if kind == core.ErrUnknown && code == exitUsage {
-		kind = core.ErrInvalidArgument // a command line the parser or the command refused
+	kind := storage.KindOf(err)
+	if kind == storage.ErrUnknown && code == exitUsage {
+		kind = storage.ErrInvalidArgument // a command line the parser or the command refused
 	}
 	e := jsonErrorBody{Kind: kind.String(), Message: err.Error()}
 	if m := nextCommand.FindStringSubmatch(e.Message); m != nil {
@@ -176,7 +176,7 @@ func (a *app) checkLogLevel(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("log-level") {
 		from = "RETAIN_LOG"
 	}
-	return usageError{fmt.Errorf("%s %s is not a log level: use one of %s", from, core.Quote(a.logLevel), strings.Join(logLevels, ", "))}
+	return usageError{fmt.Errorf("%s %s is not a log level: use one of %s", from, storage.Quote(a.logLevel), strings.Join(logLevels, ", "))}
 }
 
 // rootCmd is the whole command tree; tests walk it to check that every
@@ -206,7 +206,7 @@ az://container/prefix (see docs/backend-*.md for each one's options).`,
 	root.Flags().BoolVar(&a.showVersion, "version", false, "print the version, as `retain version`")
 	a.addAdapterFlags(root.PersistentFlags())
 	root.PersistentFlags().Float64Var(&a.maxRPS, "max-rps", envFloat("RETAIN_MAX_RPS"), "cap the requests per second to the store (0: no cap), for a bucket other workloads share; env RETAIN_MAX_RPS")
-	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 64 for S3, GCS and Azure); env RETAIN_PARALLELISM", core.MaxParallelism))
+	root.PersistentFlags().IntVar(&a.parallelism, "parallelism", envInt("RETAIN_PARALLELISM"), fmt.Sprintf("most requests in flight to the store at once (1-%d; default: what its adapter declares, e.g. 4 for a local disk, 64 for S3, GCS and Azure); env RETAIN_PARALLELISM", storage.MaxParallelism))
 	root.PersistentFlags().StringVar(&a.actorFlag, "actor", "", "who is acting, recorded in the claim, the audit lines and checkpoints (default: env "+actorEnv+", else the OS user@host)")
 	root.PersistentFlags().StringVar(&a.policyFlag, "policy", "", "authorize every mutating action with this Cedar policy file; a denial exits 1 and writes nothing (default: env "+policyEnv+"; none: no authorization)")
 	versionCmd := a.versionCmd()

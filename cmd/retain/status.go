@@ -9,11 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/daemon"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/daemon"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
 )
 
 // statusJSON is the JSON of `retain status`.
@@ -41,7 +41,7 @@ func (a *app) statusCmd() *cobra.Command {
 		Short: "Show the retention window, the last completed retention pass, the next one due, the claim holder and pin health",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return onStore(a, cmd.Context(), args[0], false, func(s *core.Store) (*statusJSON, error) {
+			return onStore(a, cmd.Context(), args[0], false, func(s *storage.Store) (*statusJSON, error) {
 				return readStatus(cmd.Context(), s, args[0])
 			}, func(st *statusJSON) error {
 				a.printStatus(st)
@@ -52,7 +52,7 @@ func (a *app) statusCmd() *cobra.Command {
 }
 
 // readStatus gathers what `retain status` shows of the store.
-func readStatus(ctx context.Context, s *core.Store, store string) (*statusJSON, error) {
+func readStatus(ctx context.Context, s *storage.Store, store string) (*statusJSON, error) {
 	st := statusJSON{Store: store, Parallelism: s.Parallelism(), ReportedAt: time.Now().UTC(), OpenRuns: []string{}}
 	var err error
 	if st.Daemon, err = daemon.ReadState(ctx, s); err != nil {
@@ -61,7 +61,7 @@ func readStatus(ctx context.Context, s *core.Store, store string) (*statusJSON, 
 	p, _, err := claim.Read(ctx, s)
 	var ue *claim.UnreadableError
 	switch {
-	case errors.Is(err, core.ErrNotFound):
+	case errors.Is(err, storage.ErrNotFound):
 	case errors.As(err, &ue):
 		st.ClaimUnreadable = &ue.Unreadable
 	case err != nil:

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/retention"
+	"github.com/retain-dev/retain/core/retention"
 )
 
 // status warns per pinned table that LanceDB's optimize() throws once a

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/internal/lancetest"
 )
 

@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // storeIsTableError refuses a STORE that is a Lance table or lies inside
@@ -18,7 +18,7 @@ import (
 type storeIsTableError struct{ msg string }
 
 func (e storeIsTableError) Error() string { return e.msg }
-func (e storeIsTableError) Unwrap() error { return core.ErrInvalidArgument }
+func (e storeIsTableError) Unwrap() error { return storage.ErrInvalidArgument }
 
 // tableNotStore builds the refusal for store uri, where table is the
 // dataset it is or lies in (why says how that was seen), and store the
@@ -92,7 +92,7 @@ func holdsLocalTables(dir string) bool {
 // prefix with a segment named like a table (db/t.lance, db/t.lance/data):
 // nothing can be listed without opening the store, and a writable open may
 // write the adapter's probe objects.
-func remoteNameMisuse(uri string, loc core.Location) error {
+func remoteNameMisuse(uri string, loc storage.Location) error {
 	if loc.Prefix == "" {
 		return nil
 	}
@@ -112,11 +112,11 @@ func remoteNameMisuse(uri string, loc core.Location) error {
 // remoteStoreMisuse refuses an object-store root that holds a dataset's
 // _versions/ at its top: one listing request of one key on a store opened
 // read-only. A listing that fails says nothing; the command meets it again.
-func remoteStoreMisuse(ctx context.Context, uri string, loc core.Location, s *core.Store) error {
+func remoteStoreMisuse(ctx context.Context, uri string, loc storage.Location, s *storage.Store) error {
 	if loc.Prefix == "" {
 		return nil // a bucket's root: there is no folder above to suggest
 	}
-	page, err := s.ListPage(ctx, core.ListOptions{Prefix: "_versions/", PageSize: 1})
+	page, err := s.ListPage(ctx, storage.ListOptions{Prefix: "_versions/", PageSize: 1})
 	if err != nil || len(page.Objects) == 0 {
 		return nil
 	}

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/s3"
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/emulator"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // datasetFiles is every path under dir with its size: what a refused
@@ -106,7 +106,7 @@ func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 	ctx := context.Background()
 	// A table folder named without .lance: only its _versions/ tells.
 	table := "s3://retain-misuse/db/mytable"
-	loc, err := core.ParseLocation(table)
+	loc, err := storage.ParseLocation(table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := core.NewStore(ctx, "s3", d)
+	st, err := storage.NewStore(ctx, "s3", d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 	// The test's own writable open probed the prefix: clear it first.
 	if objs, err := st.List(ctx, "", 0); err == nil {
 		for _, o := range objs {
-			if err := st.Delete(ctx, o.Key, core.DeleteOptions{}); err != nil {
+			if err := st.Delete(ctx, o.Key, storage.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -133,7 +133,7 @@ func TestS3StoreThatIsATableIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.PutBytes(ctx, f, b, core.PutOptions{}); err != nil {
+		if _, err := st.PutBytes(ctx, f, b, storage.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

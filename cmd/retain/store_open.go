@@ -12,8 +12,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 // Every command opens its store here: STORE commands through openStore or
@@ -31,13 +31,13 @@ func (a *app) addAdapterFlags(fs *pflag.FlagSet) {
 // out of process, or the --adapter binary) and returns its parsed location
 // too. A store that is a Lance table, or lies inside one, is refused first
 // (openStoreChecked).
-func (a *app) openStore(ctx context.Context, uri string) (*core.Store, core.Location, error) {
+func (a *app) openStore(ctx context.Context, uri string) (*storage.Store, storage.Location, error) {
 	return a.openStoreChecked(ctx, uri, false)
 }
 
 // openStoreReadOnly opens the store for a command that only looks: the
 // adapter writes nothing, not even at open, and every write is refused.
-func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, core.Location, error) {
+func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*storage.Store, storage.Location, error) {
 	return a.openStoreChecked(ctx, uri, true)
 }
 
@@ -45,12 +45,12 @@ func (a *app) openStoreReadOnly(ctx context.Context, uri string) (*core.Store, c
 // the table's own URI; store commands through openStoreChecked): through
 // the bundled adapter for the URI's scheme, or, with --adapter PATH
 // (RETAIN_ADAPTER), through that vendor plugin binary whatever the scheme.
-func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
-	if a.parallelism < 0 || a.parallelism > core.MaxParallelism {
-		return nil, core.Location{}, usageError{fmt.Errorf("--parallelism must be between 1 and %d, got %d (env RETAIN_PARALLELISM=%q)", core.MaxParallelism, a.parallelism, os.Getenv("RETAIN_PARALLELISM"))}
+func (a *app) open(ctx context.Context, uri string, readOnly bool) (*storage.Store, storage.Location, error) {
+	if a.parallelism < 0 || a.parallelism > storage.MaxParallelism {
+		return nil, storage.Location{}, usageError{fmt.Errorf("--parallelism must be between 1 and %d, got %d (env RETAIN_PARALLELISM=%q)", storage.MaxParallelism, a.parallelism, os.Getenv("RETAIN_PARALLELISM"))}
 	}
 	if a.maxRPS < 0 || math.IsInf(a.maxRPS, 0) || math.IsNaN(a.maxRPS) {
-		return nil, core.Location{}, usageError{fmt.Errorf("--max-rps must be a positive number of requests per second (0: no cap), got %v (env RETAIN_MAX_RPS=%q)", a.maxRPS, os.Getenv("RETAIN_MAX_RPS"))}
+		return nil, storage.Location{}, usageError{fmt.Errorf("--max-rps must be a positive number of requests per second (0: no cap), got %v (env RETAIN_MAX_RPS=%q)", a.maxRPS, os.Getenv("RETAIN_MAX_RPS"))}
 	}
 	s, loc, err := a.openAdapter(ctx, uri, readOnly)
 	if err != nil {
@@ -62,7 +62,7 @@ func (a *app) open(ctx context.Context, uri string, readOnly bool) (*core.Store,
 // paced applies the operator's bounds to a store: at most parallelism
 // requests in flight (0: the adapter's default) and at most maxRPS a
 // second (0: no cap).
-func paced(s *core.Store, parallelism int, maxRPS float64) *core.Store {
+func paced(s *storage.Store, parallelism int, maxRPS float64) *storage.Store {
 	if parallelism > 0 {
 		s = s.WithParallelism(parallelism)
 	}
@@ -73,8 +73,8 @@ func paced(s *core.Store, parallelism int, maxRPS float64) *core.Store {
 }
 
 // openAdapter opens uri through its bundled adapter or the --adapter binary.
-func (a *app) openAdapter(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
-	loc, err := core.ParseLocation(uri)
+func (a *app) openAdapter(ctx context.Context, uri string, readOnly bool) (*storage.Store, storage.Location, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, loc, err
 	}
@@ -97,7 +97,7 @@ func (a *app) openAdapter(ctx context.Context, uri string, readOnly bool) (*core
 // `conformance run --adapter PATH --sha256 D` does (pluginproto.Launch),
 // and wraps it as a portable Store. Read-only opens pass Location.ReadOnly
 // to the plugin, as bundled.OpenReadOnly does.
-func (a *app) openVendor(ctx context.Context, uri string, loc core.Location, readOnly bool) (*core.Store, error) {
+func (a *app) openVendor(ctx context.Context, uri string, loc storage.Location, readOnly bool) (*storage.Store, error) {
 	path, logger := a.adapterPath, a.logger()
 	name := filepath.Base(path)
 	if a.adapterSHA256 == "" {
@@ -111,7 +111,7 @@ func (a *app) openVendor(ctx context.Context, uri string, loc core.Location, rea
 	if err != nil {
 		return nil, vendorOpenError(uri, path, err)
 	}
-	s, err := core.NewStore(ctx, name, c)
+	s, err := storage.NewStore(ctx, name, c)
 	if err != nil {
 		c.Close()
 		return nil, vendorOpenError(uri, path, fmt.Errorf("adapter %s: %w", name, err))
@@ -126,23 +126,23 @@ func (a *app) openVendor(ctx context.Context, uri string, loc core.Location, rea
 // store (not found, permission denied, …) passes through as from a bundled
 // adapter.
 func vendorOpenError(uri, path string, err error) error {
-	var ce *core.Error
+	var ce *storage.Error
 	launch := errors.As(err, &ce) && ce.Op == "launch"
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		(!launch && !errors.Is(err, core.ErrUnavailable)) {
+		(!launch && !errors.Is(err, storage.ErrUnavailable)) {
 		return err
 	}
 	next := "check that --adapter (env RETAIN_ADAPTER) names the vendor's plugin binary; run with --log-level debug to see the plugin's own output"
 	switch {
-	case errors.Is(err, core.ErrPermissionDenied):
+	case errors.Is(err, storage.ErrPermissionDenied):
 		next = fmt.Sprintf("give --adapter-sha256 (env RETAIN_ADAPTER_SHA256) the digest the vendor published for this release, and compare it with `sha256sum %s`", path)
-	case errors.Is(err, core.ErrInvalidArgument):
+	case errors.Is(err, storage.ErrInvalidArgument):
 		next = "check the path given to --adapter (env RETAIN_ADAPTER) and that --adapter-sha256 is 64 hex digits"
-	case errors.Is(err, core.ErrUnsupported):
+	case errors.Is(err, storage.ErrUnsupported):
 		next = "install a build of the adapter for this retain's plugin protocol version (`retain version`)"
-	case errors.Is(err, core.ErrUnavailable) && !launch:
+	case errors.Is(err, storage.ErrUnavailable) && !launch:
 		next = "the plugin started but exited while opening the store: run with --log-level debug to see its output, and report it to the adapter's vendor"
-	case errors.Is(err, core.ErrUnavailable):
+	case errors.Is(err, storage.ErrUnavailable):
 		next = "a retain adapter binary is a program whose main calls pluginproto.Serve (docs/adapters.md); run with --log-level debug to see its output"
 	}
 	return &adapterSetupError{cause: err, msg: fmt.Sprintf(
@@ -150,7 +150,7 @@ func vendorOpenError(uri, path string, err error) error {
 }
 
 // adapterSetupError is a usage or setup error (exit 2) that still matches
-// its cause: errors.Is(err, core.ErrUnavailable) holds through it.
+// its cause: errors.Is(err, storage.ErrUnavailable) holds through it.
 type adapterSetupError struct {
 	msg   string
 	cause error
@@ -162,8 +162,8 @@ func (e *adapterSetupError) Unwrap() []error { return []error{usageError{e.cause
 // openStoreChecked is how every command that takes a STORE opens it: a
 // store that is a Lance table, or lies inside one, is refused before the
 // adapter writes anything. Commands that take a TABLE-URI open with a.open.
-func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (*core.Store, core.Location, error) {
-	loc, err := core.ParseLocation(uri)
+func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (*storage.Store, storage.Location, error) {
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, loc, err
 	}
@@ -207,7 +207,7 @@ func (a *app) openStoreChecked(ctx context.Context, uri string, readOnly bool) (
 // returned with an error is a report of what was done before the failure:
 // it is printed, then the error returned. Commands whose result means
 // nothing beside an error wrap run's return in resultOnly.
-func onStore[T any](a *app, ctx context.Context, uri string, write bool, run func(*core.Store) (*T, error), text func(*T) error) error {
+func onStore[T any](a *app, ctx context.Context, uri string, write bool, run func(*storage.Store) (*T, error), text func(*T) error) error {
 	open := a.openStoreReadOnly
 	if write {
 		open = a.openStore

@@ -10,11 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/refmeta"
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs/refmeta"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
+	"github.com/retain-dev/retain/core/tag"
 )
 
 const tagLong = `Lance tags of one table as memory checkpoints: a name for a version of main
@@ -73,7 +73,7 @@ func (a *app) tagCmd() *cobra.Command {
 // folder (the database), the store root every other command uses, so the
 // localfs gates and lock stripes are the same.
 func (a *app) openTags(ctx context.Context, uri string, write bool, f *tagFlags) (*tag.Tags, func(), error) {
-	loc, err := core.ParseLocation(uri)
+	loc, err := storage.ParseLocation(uri)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/core/tag"
 )
 
 func TestTagExpiresFlags(t *testing.T) {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/lance"
-	"github.com/retain-dev/retain/refmeta"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/refs/refmeta"
+	"github.com/retain-dev/retain/core/tag"
 )
 
 // tagListJSON is `retain tag list --json`.

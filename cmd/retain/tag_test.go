@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/s3"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/tag"
 	"github.com/retain-dev/retain/internal/emulator"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/tag"
 )
 
 // tagCLI runs retain and fails unless it exits with want; it returns stdout
@@ -222,7 +222,7 @@ func TestTagCLIS3(t *testing.T) {
 	}
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
 	ctx := context.Background()
-	loc, err := core.ParseLocation("s3://retain-tags/db")
+	loc, err := storage.ParseLocation("s3://retain-tags/db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestTagCLIS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, "s3", d)
+	s, err := storage.NewStore(ctx, "s3", d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestTagCLIS3(t *testing.T) {
 		rel, _ := filepath.Rel(src, p)
 		b, err := os.ReadFile(p)
 		if err == nil {
-			_, err = s.PutBytes(ctx, "branch-tag.lance/"+filepath.ToSlash(rel), b, core.PutOptions{})
+			_, err = s.PutBytes(ctx, "branch-tag.lance/"+filepath.ToSlash(rel), b, storage.PutOptions{})
 		}
 		return err
 	})
@@ -269,7 +269,7 @@ func TestTagCLIS3(t *testing.T) {
 		t.Fatalf("delete: %+v", del)
 	}
 	tagCLI(t, 1, "tag", "show", "mem", table)
-	if _, err := s.Stat(ctx, "branch-tag.lance/_refs/tags/mem.json"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := s.Stat(ctx, "branch-tag.lance/_refs/tags/mem.json"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("after the delete: %v", err)
 	}
 	_, errs := tagCLI(t, 1, "tag", "list", "s3://retain-tags/db")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // refuseUnknownCommands makes a mistyped subcommand a usage error (exit 2)
@@ -42,7 +42,7 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("unknown command %s for `%s`", core.Quote(args[0]), cmd.CommandPath())
+	msg := fmt.Sprintf("unknown command %s for `%s`", storage.Quote(args[0]), cmd.CommandPath())
 	if sug := cmd.SuggestionsFor(args[0]); len(sug) > 0 {
 		for i := range sug {
 			sug[i] = "`" + cmd.CommandPath() + " " + sug[i] + "`"
@@ -52,35 +52,35 @@ func unknownSubcommand(cmd *cobra.Command, args []string) error {
 	return usageError{fmt.Errorf("%s (see `%s --help`)", msg, cmd.CommandPath())}
 }
 
-// capEchoes shortens every word of a message longer than core.MaxEcho bytes
+// capEchoes shortens every word of a message longer than storage.MaxEcho bytes
 // to its first bytes and its length: cobra and pflag echo flags and values
 // as given, and a pasted 20 KB value must not become a 20 KB message.
 func capEchoes(msg string) string {
 	words := strings.Split(msg, " ")
 	for i, w := range words {
-		if len(w) > core.MaxEcho {
-			words[i] = core.Quote(w)
+		if len(w) > storage.MaxEcho {
+			words[i] = storage.Quote(w)
 		}
 	}
 	return strings.Join(words, " ")
 }
 
 // showURI renders a store or table URI the user gave for a message: whole
-// while it could name a real store (no key is longer than core.MaxKeyBytes),
-// capped like core.Quote beyond that.
+// while it could name a real store (no key is longer than storage.MaxKeyBytes),
+// capped like storage.Quote beyond that.
 func showURI(uri string) string {
-	if len(uri) <= core.MaxKeyBytes {
+	if len(uri) <= storage.MaxKeyBytes {
 		return uri
 	}
-	return core.Quote(uri)
+	return storage.Quote(uri)
 }
 
 // capPathError keeps an *fs.PathError's operation and cause but caps its
 // path: the os package repeats a path as given, however long.
 func capPathError(err error) error {
 	var pe *fs.PathError
-	if errors.As(err, &pe) && len(pe.Path) > core.MaxKeyBytes {
-		return fmt.Errorf("%s %s: %w", pe.Op, core.Quote(pe.Path), pe.Err)
+	if errors.As(err, &pe) && len(pe.Path) > storage.MaxKeyBytes {
+		return fmt.Errorf("%s %s: %w", pe.Op, storage.Quote(pe.Path), pe.Err)
 	}
 	return err
 }

@@ -2,7 +2,7 @@
 // only by their tests. It opens an adapter's driver in process or through
 // the plugin boundary (the test binary re-executed as a plugin of itself,
 // as the conformance suite and the retain binary run their adapters) and runs a
-// benchmark both ways on a driver wrapped in testkit.Counting (Run); it has the
+// benchmark both ways on a driver wrapped in storagetest.Counting (Run); it has the
 // measured loops the adapters share, each reporting req/op on a counting
 // driver (ops.go); and the raw unix-socket round trip under the boundary
 // (rawsock.go). A test binary that uses Plugin or RawRoundTripProcesses
@@ -15,17 +15,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/sdk/conformance"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/conformance"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // Opener opens a driver on loc, closed when the benchmark ends.
-type Opener func(tb testing.TB, loc core.Location) core.Driver
+type Opener func(tb testing.TB, loc storage.Location) storage.Driver
 
 // InProcess opens a's driver in this process.
-func InProcess(a core.Adapter) Opener {
-	return func(b testing.TB, loc core.Location) core.Driver {
+func InProcess(a storage.Adapter) Opener {
+	return func(b testing.TB, loc storage.Location) storage.Driver {
 		b.Helper()
 		d, err := a.Open(context.Background(), loc)
 		if err != nil {
@@ -40,7 +40,7 @@ func InProcess(a core.Adapter) Opener {
 // the conformance suite does: this test binary launched as a plugin of
 // itself, which Dispatch serves.
 func Plugin(adapter string) Opener {
-	return func(b testing.TB, loc core.Location) core.Driver {
+	return func(b testing.TB, loc storage.Location) storage.Driver {
 		b.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -62,18 +62,18 @@ type Named struct {
 
 // Drivers are the two ways of reaching a's driver: "inprocess" and
 // "plugin".
-func Drivers(a core.Adapter) []Named {
+func Drivers(a storage.Adapter) []Named {
 	return []Named{{"inprocess", InProcess(a)}, {"plugin", Plugin(a.Name)}}
 }
 
 // Run runs fn as a sub-benchmark for each of Drivers(a), /inprocess and
 // /plugin, on the driver opened at loc that way and wrapped in
-// testkit.Counting (for the plugin, around the host-side client: it counts
+// storagetest.Counting (for the plugin, around the host-side client: it counts
 // the requests crossing the boundary).
-func Run(b *testing.B, a core.Adapter, loc core.Location, fn func(b *testing.B, d core.Driver)) {
+func Run(b *testing.B, a storage.Adapter, loc storage.Location, fn func(b *testing.B, d storage.Driver)) {
 	for _, nd := range Drivers(a) {
 		b.Run(nd.Name, func(b *testing.B) {
-			fn(b, testkit.NewCounting(nd.Open(b, loc)))
+			fn(b, storagetest.NewCounting(nd.Open(b, loc)))
 		})
 	}
 }
@@ -82,7 +82,7 @@ func Run(b *testing.B, a core.Adapter, loc core.Location, fn func(b *testing.B, 
 // start, when its arguments or environment say so, and exits: a plugin
 // serving adapters or a conformance worker (conformance.Dispatch), or an
 // echo server. Otherwise it returns.
-func Dispatch(adapters ...core.Adapter) {
+func Dispatch(adapters ...storage.Adapter) {
 	conformance.Dispatch(profiled(adapters))
 	if sock := os.Getenv(echoEnv); sock != "" {
 		os.Exit(serveEcho(sock))

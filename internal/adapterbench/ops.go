@@ -7,17 +7,17 @@ import (
 	"io"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/testkit"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
+	"github.com/retain-dev/retain/core/storage/storagetest"
 )
 
 // Loop runs op once per b.Loop iteration and fails the benchmark on its
-// error. Where d is a *testkit.Counting it reports req/op: the requests that
+// error. Where d is a *storagetest.Counting it reports req/op: the requests that
 // reached d during the loop, per op (setup before Loop is not counted).
-func Loop(b *testing.B, d core.Driver, op func(ctx context.Context) error) {
+func Loop(b *testing.B, d storage.Driver, op func(ctx context.Context) error) {
 	ctx := context.Background()
-	c, counting := d.(*testkit.Counting)
+	c, counting := d.(*storagetest.Counting)
 	var before int64
 	if counting {
 		before = c.Counts().Total()
@@ -34,19 +34,19 @@ func Loop(b *testing.B, d core.Driver, op func(ctx context.Context) error) {
 
 // PutCreateDelete is a create-if-absent Put of 1 KiB and an unconditional
 // Delete of it per op.
-func PutCreateDelete(b *testing.B, d core.Driver) {
+func PutCreateDelete(b *testing.B, d storage.Driver) {
 	body := bytes.Repeat([]byte("x"), 1024)
 	Loop(b, d, func(ctx context.Context) error {
-		if _, err := d.Put(ctx, "bench/cas", bytes.NewReader(body), core.PutOptions{Mode: core.PutCreateIfAbsent}); err != nil {
+		if _, err := d.Put(ctx, "bench/cas", bytes.NewReader(body), storage.PutOptions{Mode: storage.PutCreateIfAbsent}); err != nil {
 			return err
 		}
-		return d.Delete(ctx, "bench/cas", core.DeleteOptions{})
+		return d.Delete(ctx, "bench/cas", storage.DeleteOptions{})
 	})
 }
 
 // Get1KiB puts a 1 KiB object, then opens it and reads it to the end per op.
-func Get1KiB(b *testing.B, d core.Driver) {
-	if _, err := d.Put(context.Background(), "bench/get", bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), core.PutOptions{}); err != nil {
+func Get1KiB(b *testing.B, d storage.Driver) {
+	if _, err := d.Put(context.Background(), "bench/get", bytes.NewReader(bytes.Repeat([]byte("x"), 1024)), storage.PutOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	buf := make([]byte, 2048)
@@ -70,7 +70,7 @@ func Get1KiB(b *testing.B, d core.Driver) {
 const listKeys = 1000
 
 // Fill1000 puts the 1,000 one-byte objects List1000 lists, 16 at a time.
-func Fill1000(b *testing.B, d core.Driver) {
+func Fill1000(b *testing.B, d storage.Driver) {
 	b.Helper()
 	ctx := context.Background()
 	errs := make(chan error, listKeys)
@@ -79,7 +79,7 @@ func Fill1000(b *testing.B, d core.Driver) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			_, err := d.Put(ctx, fmt.Sprintf("bench/list/%04d", i), bytes.NewReader([]byte("x")), core.PutOptions{})
+			_, err := d.Put(ctx, fmt.Sprintf("bench/list/%04d", i), bytes.NewReader([]byte("x")), storage.PutOptions{})
 			errs <- err
 		}()
 	}
@@ -94,9 +94,9 @@ func Fill1000(b *testing.B, d core.Driver) {
 // unless the page holds them all. With last it also fails unless the page
 // says no more keys follow: ListPage.More may be a false alarm, so only
 // some backends can be held to that.
-func List1000(b *testing.B, d core.Driver, last bool) {
+func List1000(b *testing.B, d storage.Driver, last bool) {
 	Loop(b, d, func(ctx context.Context) error {
-		page, err := d.List(ctx, core.ListOptions{Prefix: "bench/list/", PageSize: listKeys})
+		page, err := d.List(ctx, storage.ListOptions{Prefix: "bench/list/", PageSize: listKeys})
 		if err != nil {
 			return err
 		}
@@ -109,8 +109,8 @@ func List1000(b *testing.B, d core.Driver, last bool) {
 
 // ClaimCycle is claim.Acquire then Handle.Release per op, on a store over d,
 // with a claim of the given scope.
-func ClaimCycle(b *testing.B, d core.Driver, scope core.Scope) {
-	s, err := core.NewStore(context.Background(), "bench", d)
+func ClaimCycle(b *testing.B, d storage.Driver, scope storage.Scope) {
+	s, err := storage.NewStore(context.Background(), "bench", d)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,7 +134,7 @@ const (
 )
 
 // FillCleanup puts the manifests CleanupReads reads, 16 at a time.
-func FillCleanup(b *testing.B, d core.Driver) {
+func FillCleanup(b *testing.B, d storage.Driver) {
 	b.Helper()
 	ctx := context.Background()
 	body := bytes.Repeat([]byte("m"), cleanupManifestSize)
@@ -144,7 +144,7 @@ func FillCleanup(b *testing.B, d core.Driver) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			_, err := d.Put(ctx, fmt.Sprintf("%s%04d.manifest", cleanupPrefix, i), bytes.NewReader(body), core.PutOptions{})
+			_, err := d.Put(ctx, fmt.Sprintf("%s%04d.manifest", cleanupPrefix, i), bytes.NewReader(body), storage.PutOptions{})
 			errs <- err
 		}()
 	}
@@ -158,17 +158,17 @@ func FillCleanup(b *testing.B, d core.Driver) {
 // CleanupReads is the read pattern of a cleanup planning one table on a
 // store FillCleanup filled: list the manifests (one page), read every one
 // of them, and stat every one again before deciding (the plan's check that
-// nothing changed under it). It goes through a core.Store, so a driver with
+// nothing changed under it). It goes through a storage.Store, so a driver with
 // batch reads is read in batches (Store.GetMany, Store.StatMany) and one
 // without falls back to a request per key.
-func CleanupReads(b *testing.B, d core.Driver) {
-	s, err := core.NewStore(context.Background(), "bench", d)
+func CleanupReads(b *testing.B, d storage.Driver) {
+	s, err := storage.NewStore(context.Background(), "bench", d)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(cleanupManifests * cleanupManifestSize)
 	Loop(b, d, func(ctx context.Context) error {
-		page, err := s.ListPage(ctx, core.ListOptions{Prefix: cleanupPrefix, PageSize: cleanupManifests})
+		page, err := s.ListPage(ctx, storage.ListOptions{Prefix: cleanupPrefix, PageSize: cleanupManifests})
 		if err != nil {
 			return err
 		}

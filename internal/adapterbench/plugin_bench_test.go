@@ -5,12 +5,12 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/memstore"
 	"github.com/retain-dev/retain/internal/adapterbench"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/memstore"
 )
 
-// The benchmarks are adapterbench's loops, written against core.Driver, so
+// The benchmarks are adapterbench's loops, written against storage.Driver, so
 // the same body measures a driver in process and the same driver through a
 // plugin: the memory driver served by this test binary (Plugin).
 
@@ -32,9 +32,9 @@ func BenchmarkPluginList1000(b *testing.B) {
 }
 
 // benchPlugin launches this test binary as a plugin serving memstore. It is
-// not wrapped in testkit.Counting, so these benchmarks report no req/op.
-func benchPlugin(b *testing.B) core.Driver {
-	return adapterbench.Plugin(memstore.Adapter.Name)(b, core.Location{Scheme: "mem", Path: "bench"})
+// not wrapped in storagetest.Counting, so these benchmarks report no req/op.
+func benchPlugin(b *testing.B) storage.Driver {
+	return adapterbench.Plugin(memstore.Adapter.Name)(b, storage.Location{Scheme: "mem", Path: "bench"})
 }
 
 // TestMain serves localfs and memstore as plugins of this test binary, for

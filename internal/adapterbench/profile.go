@@ -6,7 +6,7 @@ import (
 	"runtime/pprof"
 	"sync"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // EnvPluginCPUProfile names a file a plugin that Dispatch serves writes a
@@ -39,15 +39,15 @@ func StartCPUProfile(path string) (stop func(), err error) {
 
 // profiled wraps adapters so that, with EnvPluginCPUProfile set, the
 // store's Open starts the profile and the driver's Close ends it.
-func profiled(adapters []core.Adapter) []core.Adapter {
+func profiled(adapters []storage.Adapter) []storage.Adapter {
 	path := os.Getenv(EnvPluginCPUProfile)
 	if path == "" {
 		return adapters
 	}
-	out := make([]core.Adapter, len(adapters))
+	out := make([]storage.Adapter, len(adapters))
 	for i, a := range adapters {
 		open := a.Open
-		a.Open = func(ctx context.Context, loc core.Location) (core.Driver, error) {
+		a.Open = func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 			stop, err := StartCPUProfile(path)
 			if err != nil {
 				return nil, err
@@ -65,9 +65,9 @@ func profiled(adapters []core.Adapter) []core.Adapter {
 }
 
 // profiledDriver stops the profile on Close; it keeps the driver's batch
-// reads, which the plugin offers only for a core.BatchReader.
+// reads, which the plugin offers only for a storage.BatchReader.
 type profiledDriver struct {
-	core.Driver
+	storage.Driver
 	stop func()
 }
 
@@ -75,12 +75,12 @@ func (d profiledDriver) Close() error { err := d.Driver.Close(); d.stop(); retur
 
 type profiledBatchDriver struct {
 	profiledDriver
-	core.BatchReader
+	storage.BatchReader
 }
 
-func wrapClose(d core.Driver, stop func()) core.Driver {
+func wrapClose(d storage.Driver, stop func()) storage.Driver {
 	p := profiledDriver{d, stop}
-	if br, ok := d.(core.BatchReader); ok {
+	if br, ok := d.(storage.BatchReader); ok {
 		return profiledBatchDriver{p, br}
 	}
 	return p

@@ -48,8 +48,8 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/faultstore"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // Environment variables read at plugin start.
@@ -87,7 +87,7 @@ type Config struct {
 func ConfigFromEnv() (Config, error) {
 	c := Config{Seed: 1, MaxSpike: 20 * time.Millisecond, StatePath: os.Getenv(EnvState)}
 	bad := func(name, v string, err error) (Config, error) {
-		return Config{}, core.Errorf("open", "", core.ErrInvalidArgument, "faultadapter: %s=%q: %v", name, v, err)
+		return Config{}, storage.Errorf("open", "", storage.ErrInvalidArgument, "faultadapter: %s=%q: %v", name, v, err)
 	}
 	if v := os.Getenv(EnvSeed); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -139,23 +139,23 @@ func ConfigFromEnv() (Config, error) {
 // FromEnv is the adapter configured from the environment. A bad variable
 // is reported by Open (as invalid argument, with the variable's name), so
 // the host shows it rather than a plugin that failed to start.
-func FromEnv() core.Adapter {
+func FromEnv() storage.Adapter {
 	cfg, err := ConfigFromEnv()
 	if err != nil {
-		return core.Adapter{Name: Name, Schemes: localfs.Adapter.Schemes,
-			Open: func(context.Context, core.Location) (core.Driver, error) { return nil, err }}
+		return storage.Adapter{Name: Name, Schemes: localfs.Adapter.Schemes,
+			Open: func(context.Context, storage.Location) (storage.Driver, error) { return nil, err }}
 	}
 	return New(cfg)
 }
 
 // New is the adapter with cfg: localfs's Open, wrapped.
-func New(cfg Config) core.Adapter {
+func New(cfg Config) storage.Adapter {
 	// One counter per process, shared by every store it opens.
 	ctr := &counter{limit: cfg.FailDeletes, path: cfg.StatePath}
-	return core.Adapter{
+	return storage.Adapter{
 		Name:    Name,
 		Schemes: localfs.Adapter.Schemes,
-		Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+		Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 			d, err := localfs.Adapter.Open(ctx, loc)
 			if err != nil {
 				return nil, err
@@ -166,11 +166,11 @@ func New(cfg Config) core.Adapter {
 }
 
 // Wrap wraps d with cfg's faults (in-process use, and tests).
-func Wrap(d core.Driver, cfg Config) core.Driver {
+func Wrap(d storage.Driver, cfg Config) storage.Driver {
 	return wrap(d, cfg, &counter{limit: cfg.FailDeletes, path: cfg.StatePath})
 }
 
-func wrap(d core.Driver, cfg Config, ctr *counter) *Driver {
+func wrap(d storage.Driver, cfg Config, ctr *counter) *Driver {
 	third := cfg.Rate / 3
 	fs := faultstore.Wrap(d, faultstore.Config{Seed: cfg.Seed, ErrorRate: third, TimeoutRate: third, SpikeRate: third, MaxSpike: cfg.MaxSpike})
 	return &Driver{Store: fs, inner: d, claim: cfg.Claim, ctr: ctr}
@@ -180,12 +180,12 @@ func wrap(d core.Driver, cfg Config, ctr *counter) *Driver {
 // straight through.
 type Driver struct {
 	*faultstore.Store
-	inner core.Driver
+	inner storage.Driver
 	claim bool
 	ctr   *counter
 }
 
-var _ core.Driver = (*Driver)(nil)
+var _ storage.Driver = (*Driver)(nil)
 
 // Faults are the random faults injected so far (this process).
 func (d *Driver) Faults() (errors, timeouts, spikes int64) {
@@ -197,30 +197,30 @@ func (d *Driver) spared(key string) bool {
 	return !d.claim && strings.HasPrefix(key, LeasePrefix)
 }
 
-func (d *Driver) pick(key string) core.Driver {
+func (d *Driver) pick(key string) storage.Driver {
 	if d.spared(key) {
 		return d.inner
 	}
 	return d.Store
 }
 
-func (d *Driver) Get(ctx context.Context, key string) (*core.Reader, error) {
+func (d *Driver) Get(ctx context.Context, key string) (*storage.Reader, error) {
 	return d.pick(key).Get(ctx, key)
 }
 
-func (d *Driver) Stat(ctx context.Context, key string) (core.Info, error) {
+func (d *Driver) Stat(ctx context.Context, key string) (storage.Info, error) {
 	return d.pick(key).Stat(ctx, key)
 }
 
-func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
+func (d *Driver) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
 	return d.pick(key).Put(ctx, key, body, opts)
 }
 
-func (d *Driver) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
+func (d *Driver) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
 	return d.pick(opts.Prefix).List(ctx, opts)
 }
 
-func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (d *Driver) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	if d.spared(key) {
 		return d.inner.Delete(ctx, key, opts)
 	}
@@ -235,7 +235,7 @@ func (d *Driver) Delete(ctx context.Context, key string, opts core.DeleteOptions
 // DeleteMany fails as one call when any of its keys is not spared: the
 // spared keys of a mixed batch are still deleted, the others each get the
 // transient error.
-func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
+func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
 	var spared, rest []string
 	for _, k := range keys {
 		if d.spared(k) {
@@ -265,12 +265,12 @@ func (d *Driver) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteRe
 	for _, r := range done {
 		byKey[r.Key] = r.Err
 	}
-	out := make([]core.DeleteResult, len(keys))
+	out := make([]storage.DeleteResult, len(keys))
 	for i, k := range keys {
 		if d.spared(k) {
-			out[i] = core.DeleteResult{Key: k, Err: byKey[k]}
+			out[i] = storage.DeleteResult{Key: k, Err: byKey[k]}
 		} else {
-			out[i] = core.DeleteResult{Key: k, Err: d.ctr.fault("delete-many", k, n)}
+			out[i] = storage.DeleteResult{Key: k, Err: d.ctr.fault("delete-many", k, n)}
 		}
 	}
 	return out, nil
@@ -308,19 +308,19 @@ func (c *counter) take() (n int, fail bool, err error) {
 	}
 	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: state file: %w", err))
+		return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: state file: %w", err))
 	}
 	defer f.Close()
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: lock state file: %w", err))
+		return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: lock state file: %w", err))
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	var st State
 	if b, err := io.ReadAll(f); err != nil {
-		return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: read state file: %w", err))
+		return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: read state file: %w", err))
 	} else if len(strings.TrimSpace(string(b))) > 0 {
 		if err := json.Unmarshal(b, &st); err != nil {
-			return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: state file %s: %w", c.path, err))
+			return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: state file %s: %w", c.path, err))
 		}
 	}
 	if st.FailedDeletes >= c.limit {
@@ -329,16 +329,16 @@ func (c *counter) take() (n int, fail bool, err error) {
 	st.FailedDeletes++
 	b, _ := json.Marshal(st)
 	if err := f.Truncate(0); err != nil {
-		return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: write state file: %w", err))
+		return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: write state file: %w", err))
 	}
 	if _, err := f.WriteAt(b, 0); err != nil {
-		return 0, false, core.Wrap("delete", "", core.ErrUnknown, fmt.Errorf("faultadapter: write state file: %w", err))
+		return 0, false, storage.Wrap("delete", "", storage.ErrUnknown, fmt.Errorf("faultadapter: write state file: %w", err))
 	}
 	return st.FailedDeletes, true, nil
 }
 
 func (c *counter) fault(op, key string, n int) error {
-	return core.Errorf(op, key, core.ErrTransient,
+	return storage.Errorf(op, key, storage.ErrTransient,
 		"injected fault %d of %d (%s): the delete was refused before it reached the store", n, c.limit, EnvFailDeletes)
 }
 

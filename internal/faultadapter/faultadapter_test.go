@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retain-dev/retain/sdk/claim"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/storage/claim"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 func TestFaultAdapterLeasePrefixHoldsTheClaim(t *testing.T) {
@@ -39,25 +39,25 @@ func TestFaultAdapterConfigFromEnv(t *testing.T) {
 		t.Run(k, func(t *testing.T) {
 			t.Setenv(k, v)
 			_, err := ConfigFromEnv()
-			if !errors.Is(err, core.ErrInvalidArgument) || !strings.Contains(err.Error(), k) {
+			if !errors.Is(err, storage.ErrInvalidArgument) || !strings.Contains(err.Error(), k) {
 				t.Fatalf("%s=%s: %v", k, v, err)
 			}
 			// The adapter reports it at Open.
-			if _, err := FromEnv().Open(context.Background(), core.Location{Scheme: "file", Path: t.TempDir()}); !errors.Is(err, core.ErrInvalidArgument) {
+			if _, err := FromEnv().Open(context.Background(), storage.Location{Scheme: "file", Path: t.TempDir()}); !errors.Is(err, storage.ErrInvalidArgument) {
 				t.Fatalf("Open with %s=%s: %v", k, v, err)
 			}
 		})
 	}
 }
 
-func open(t *testing.T, dir string, cfg Config) *core.Store {
+func open(t *testing.T, dir string, cfg Config) *storage.Store {
 	t.Helper()
 	ctx := context.Background()
-	d, err := New(cfg).Open(ctx, core.Location{Scheme: "file", Path: dir})
+	d, err := New(cfg).Open(ctx, storage.Location{Scheme: "file", Path: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, Name, d)
+	s, err := storage.NewStore(ctx, Name, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +71,9 @@ func TestFaultAdapterFailDeletesAcrossRestarts(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cfg := Config{FailDeletes: 3, StatePath: t.TempDir() + "/state.json"}
-	put := func(s *core.Store, keys ...string) {
+	put := func(s *storage.Store, keys ...string) {
 		for _, k := range keys {
-			if _, err := s.PutBytes(ctx, k, []byte(k), core.PutOptions{}); err != nil {
+			if _, err := s.PutBytes(ctx, k, []byte(k), storage.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -81,24 +81,24 @@ func TestFaultAdapterFailDeletesAcrossRestarts(t *testing.T) {
 	first := open(t, dir, cfg)
 	put(first, "a", "b", LeasePrefix+"retention.json")
 	// A claim key is spared while deletes fail.
-	if err := first.Delete(ctx, LeasePrefix+"retention.json", core.DeleteOptions{}); err != nil {
+	if err := first.Delete(ctx, LeasePrefix+"retention.json", storage.DeleteOptions{}); err != nil {
 		t.Fatalf("claim delete: %v", err)
 	}
-	if err := first.Delete(ctx, "a", core.DeleteOptions{}); !errors.Is(err, core.ErrTransient) || !strings.Contains(err.Error(), "injected fault 1 of 3") {
+	if err := first.Delete(ctx, "a", storage.DeleteOptions{}); !errors.Is(err, storage.ErrTransient) || !strings.Contains(err.Error(), "injected fault 1 of 3") {
 		t.Fatalf("first delete: %v", err)
 	}
 	// A mixed batch: the claim key goes, the other fails (fault 2).
 	put(first, LeasePrefix+"retention.json")
 	res, err := first.Driver().DeleteMany(ctx, []string{LeasePrefix + "retention.json", "a"})
-	if err != nil || len(res) != 2 || res[0].Err != nil || !errors.Is(res[1].Err, core.ErrTransient) {
+	if err != nil || len(res) != 2 || res[0].Err != nil || !errors.Is(res[1].Err, storage.ErrTransient) {
 		t.Fatalf("mixed batch: %+v %v", res, err)
 	}
-	if _, err := first.Stat(ctx, LeasePrefix+"retention.json"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := first.Stat(ctx, LeasePrefix+"retention.json"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("claim key of the mixed batch not deleted: %v", err)
 	}
 
 	second := open(t, dir, cfg) // a new plugin process
-	if _, err := second.DeleteMany(ctx, []string{"a", "b"}); !errors.Is(err, core.ErrTransient) || !strings.Contains(err.Error(), "injected fault 3 of 3") {
+	if _, err := second.DeleteMany(ctx, []string{"a", "b"}); !errors.Is(err, storage.ErrTransient) || !strings.Contains(err.Error(), "injected fault 3 of 3") {
 		t.Fatalf("third delete, after a restart: %v", err)
 	}
 	if st, err := ReadState(cfg.StatePath); err != nil || st.FailedDeletes != 3 {
@@ -108,7 +108,7 @@ func TestFaultAdapterFailDeletesAcrossRestarts(t *testing.T) {
 	if _, err := third.DeleteMany(ctx, []string{"a", "b"}); err != nil {
 		t.Fatalf("after the faults: %v", err)
 	}
-	if _, err := third.Stat(ctx, "a"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := third.Stat(ctx, "a"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("a survived: %v", err)
 	}
 
@@ -117,10 +117,10 @@ func TestFaultAdapterFailDeletesAcrossRestarts(t *testing.T) {
 	for range 2 {
 		s := open(t, dir, mem)
 		put(s, "c")
-		if err := s.Delete(ctx, "c", core.DeleteOptions{}); !errors.Is(err, core.ErrTransient) {
+		if err := s.Delete(ctx, "c", storage.DeleteOptions{}); !errors.Is(err, storage.ErrTransient) {
 			t.Fatalf("in-memory count: %v", err)
 		}
-		if err := s.Delete(ctx, "c", core.DeleteOptions{}); err != nil {
+		if err := s.Delete(ctx, "c", storage.DeleteOptions{}); err != nil {
 			t.Fatalf("second delete: %v", err)
 		}
 	}
@@ -134,11 +134,11 @@ func TestFaultAdapterRandomFaultsAndReadOnly(t *testing.T) {
 	s := open(t, dir, Config{Seed: 3, Rate: 1})
 	failed := 0
 	for range 30 {
-		if _, err := s.PutBytes(ctx, LeasePrefix+"x", []byte("x"), core.PutOptions{}); err != nil {
+		if _, err := s.PutBytes(ctx, LeasePrefix+"x", []byte("x"), storage.PutOptions{}); err != nil {
 			t.Fatalf("claim key under faults: %v", err)
 		}
-		if _, err := s.PutBytes(ctx, "k", []byte("x"), core.PutOptions{}); err != nil {
-			if !errors.Is(err, core.ErrTransient) {
+		if _, err := s.PutBytes(ctx, "k", []byte("x"), storage.PutOptions{}); err != nil {
+			if !errors.Is(err, storage.ErrTransient) {
 				t.Fatalf("fault kind: %v", err)
 			}
 			failed++
@@ -150,7 +150,7 @@ func TestFaultAdapterRandomFaultsAndReadOnly(t *testing.T) {
 	claimed := open(t, dir, Config{Seed: 3, Rate: 1, Claim: true})
 	hit := false
 	for range 30 {
-		if _, err := claimed.PutBytes(ctx, LeasePrefix+"x", []byte("x"), core.PutOptions{}); err != nil {
+		if _, err := claimed.PutBytes(ctx, LeasePrefix+"x", []byte("x"), storage.PutOptions{}); err != nil {
 			hit = true
 		}
 	}
@@ -158,7 +158,7 @@ func TestFaultAdapterRandomFaultsAndReadOnly(t *testing.T) {
 		t.Fatal("RETAIN_FAULT_CLAIM=1 spared the claim")
 	}
 
-	d, err := New(Config{FailDeletes: 5}).Open(ctx, core.Location{Scheme: "file", Path: dir, ReadOnly: true})
+	d, err := New(Config{FailDeletes: 5}).Open(ctx, storage.Location{Scheme: "file", Path: dir, ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,22 +178,22 @@ func TestFaultAdapterBuildServesThroughPlugin(t *testing.T) {
 	t.Setenv(EnvFailDeletes, "1")
 	t.Setenv(EnvState, "")
 	ctx := context.Background()
-	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{Path: bin, Location: core.Location{Scheme: "file", Path: t.TempDir()}})
+	c, err := pluginproto.Launch(ctx, pluginproto.LaunchConfig{Path: bin, Location: storage.Location{Scheme: "file", Path: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := core.NewStore(ctx, Name, c)
+	s, err := storage.NewStore(ctx, Name, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.PutBytes(ctx, "k", []byte("v"), core.PutOptions{}); err != nil {
+	if _, err := s.PutBytes(ctx, "k", []byte("v"), storage.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "k", core.DeleteOptions{}); !errors.Is(err, core.ErrTransient) || !strings.Contains(err.Error(), "injected fault 1 of 1") {
+	if err := s.Delete(ctx, "k", storage.DeleteOptions{}); !errors.Is(err, storage.ErrTransient) || !strings.Contains(err.Error(), "injected fault 1 of 1") {
 		t.Fatalf("first delete through the plugin: %v", err)
 	}
-	if err := s.Delete(ctx, "k", core.DeleteOptions{}); err != nil {
+	if err := s.Delete(ctx, "k", storage.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

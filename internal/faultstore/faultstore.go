@@ -17,17 +17,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // Config sets the fault rates, each a probability per request.
 type Config struct {
 	Seed uint64
 	// ErrorRate: the request fails before reaching the backend
-	// (core.ErrTransient); nothing was applied.
+	// (storage.ErrTransient); nothing was applied.
 	ErrorRate float64
 	// TimeoutRate: the request is applied, then its response is lost after
-	// a delay (core.ErrTransient, "timeout"): the caller cannot know.
+	// a delay (storage.ErrTransient, "timeout"): the caller cannot know.
 	TimeoutRate float64
 	// SpikeRate: the request is delayed by up to MaxSpike, then succeeds.
 	SpikeRate float64
@@ -42,7 +42,7 @@ func Default(seed uint64) Config {
 
 // Store is a faulty driver.
 type Store struct {
-	core.Driver
+	storage.Driver
 	cfg     Config
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -52,7 +52,7 @@ type Store struct {
 }
 
 // Wrap wraps d; faults start enabled.
-func Wrap(d core.Driver, cfg Config) *Store {
+func Wrap(d storage.Driver, cfg Config) *Store {
 	s := &Store{Driver: d, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))}
 	s.enabled.Store(true)
 	return s
@@ -98,17 +98,17 @@ func do[T any](s *Store, ctx context.Context, op, key string, call func() (T, er
 	var zero T
 	switch f {
 	case errBefore:
-		return zero, core.Errorf(op, key, core.ErrTransient, "injected fault: connection reset before the request was sent")
+		return zero, storage.Errorf(op, key, storage.ErrTransient, "injected fault: connection reset before the request was sent")
 	case spike:
 		sleep(ctx, d)
 	}
 	v, err := call()
 	if f == timeoutAfter {
 		sleep(ctx, d)
-		if c, ok := any(v).(*core.Reader); ok && c != nil {
+		if c, ok := any(v).(*storage.Reader); ok && c != nil {
 			c.Close()
 		}
-		return zero, core.Errorf(op, key, core.ErrTransient, "injected fault: timed out waiting for the response (the request may have been applied)")
+		return zero, storage.Errorf(op, key, storage.ErrTransient, "injected fault: timed out waiting for the response (the request may have been applied)")
 	}
 	return v, err
 }
@@ -122,27 +122,27 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (s *Store) Get(ctx context.Context, key string) (*core.Reader, error) {
-	return do(s, ctx, "get", key, func() (*core.Reader, error) { return s.Driver.Get(ctx, key) })
+func (s *Store) Get(ctx context.Context, key string) (*storage.Reader, error) {
+	return do(s, ctx, "get", key, func() (*storage.Reader, error) { return s.Driver.Get(ctx, key) })
 }
 
-func (s *Store) Stat(ctx context.Context, key string) (core.Info, error) {
-	return do(s, ctx, "stat", key, func() (core.Info, error) { return s.Driver.Stat(ctx, key) })
+func (s *Store) Stat(ctx context.Context, key string) (storage.Info, error) {
+	return do(s, ctx, "stat", key, func() (storage.Info, error) { return s.Driver.Stat(ctx, key) })
 }
 
-func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	return do(s, ctx, "put", key, func() (core.Info, error) { return s.Driver.Put(ctx, key, body, opts) })
+func (s *Store) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
+	return do(s, ctx, "put", key, func() (storage.Info, error) { return s.Driver.Put(ctx, key, body, opts) })
 }
 
-func (s *Store) Delete(ctx context.Context, key string, opts core.DeleteOptions) error {
+func (s *Store) Delete(ctx context.Context, key string, opts storage.DeleteOptions) error {
 	_, err := do(s, ctx, "delete", key, func() (struct{}, error) { return struct{}{}, s.Driver.Delete(ctx, key, opts) })
 	return err
 }
 
-func (s *Store) DeleteMany(ctx context.Context, keys []string) ([]core.DeleteResult, error) {
-	return do(s, ctx, "delete-many", "", func() ([]core.DeleteResult, error) { return s.Driver.DeleteMany(ctx, keys) })
+func (s *Store) DeleteMany(ctx context.Context, keys []string) ([]storage.DeleteResult, error) {
+	return do(s, ctx, "delete-many", "", func() ([]storage.DeleteResult, error) { return s.Driver.DeleteMany(ctx, keys) })
 }
 
-func (s *Store) List(ctx context.Context, opts core.ListOptions) (core.ListPage, error) {
-	return do(s, ctx, "list", opts.Prefix, func() (core.ListPage, error) { return s.Driver.List(ctx, opts) })
+func (s *Store) List(ctx context.Context, opts storage.ListOptions) (storage.ListPage, error) {
+	return do(s, ctx, "list", opts.Prefix, func() (storage.ListPage, error) { return s.Driver.List(ctx, opts) })
 }

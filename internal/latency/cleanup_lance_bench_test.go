@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/lancetest"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/sdk/core"
 )
 
 // lanceVersions is the history of the compared table: a create, 299
@@ -36,7 +36,7 @@ const lanceVersions = 302
 func BenchmarkCleanupVersusLance(b *testing.B) {
 	st := NewS3(b, rtt)
 	lanceStore := OpenS3(b, st.Emulator.Endpoint, "lance")
-	storage := func(endpoint string) map[string]string {
+	storageOpts := func(endpoint string) map[string]string {
 		return map[string]string{
 			"aws_endpoint": endpoint, "allow_http": "true", "aws_region": st.Emulator.Region,
 			"aws_access_key_id": st.Emulator.AccessKey, "aws_secret_access_key": st.Emulator.SecretKey,
@@ -55,11 +55,11 @@ func BenchmarkCleanupVersusLance(b *testing.B) {
 		// own them) where retain's, with the write outage confirmed,
 		// deletes what only removed versions reference.
 		for _, c := range []struct {
-			s   *core.Store
+			s   *storage.Store
 			uri string
 		}{{st.Fast, "s3://" + Bucket + "/store"}, {lanceStore, lanceURI}} {
 			clearStore(b, c.s)
-			buildLanceTable(b, c.uri, storage(st.Emulator.Endpoint))
+			buildLanceTable(b, c.uri, storageOpts(st.Emulator.Endpoint))
 		}
 		b.StartTimer()
 
@@ -80,7 +80,7 @@ func BenchmarkCleanupVersusLance(b *testing.B) {
 		}
 
 		st.Proxy.Reset()
-		oracle(b, map[string]any{"kind": "open", "dir": lanceURI, "table": "t", "storageOptions": storage(st.Proxy.URL)})
+		oracle(b, map[string]any{"kind": "open", "dir": lanceURI, "table": "t", "storageOptions": storageOpts(st.Proxy.URL)})
 		opening := st.Proxy.Stats().Requests
 		st.Proxy.Reset()
 		st.Proxy.Log(logDir != "")
@@ -91,7 +91,7 @@ func BenchmarkCleanupVersusLance(b *testing.B) {
 				Prune struct{ OldVersionsRemoved int64 }
 			}
 		}
-		res := oracle(b, map[string]any{"kind": "optimize", "dir": lanceURI, "table": "t", "storageOptions": storage(st.Proxy.URL),
+		res := oracle(b, map[string]any{"kind": "optimize", "dir": lanceURI, "table": "t", "storageOptions": storageOpts(st.Proxy.URL),
 			"olderThanAt": time.Now().UnixMilli(), "deleteUnverified": false})
 		if err := json.Unmarshal(res, &lance); err != nil {
 			b.Fatal(err)
@@ -129,9 +129,9 @@ func BenchmarkCleanupVersusLance(b *testing.B) {
 
 // buildLanceTable builds the compared table at uri (a LanceDB database)
 // with real Lance.
-func buildLanceTable(b *testing.B, uri string, storage map[string]string) {
+func buildLanceTable(b *testing.B, uri string, storageOpts map[string]string) {
 	b.Helper()
-	oracle(b, map[string]any{"kind": "build", "dir": uri, "table": "t", "skipVersions": true, "storageOptions": storage,
+	oracle(b, map[string]any{"kind": "build", "dir": uri, "table": "t", "skipVersions": true, "storageOptions": storageOpts,
 		"steps": []map[string]any{
 			{"op": "create", "rows": 1},
 			{"op": "addMany", "count": lanceVersions - 3},
@@ -162,13 +162,13 @@ func oracle(b *testing.B, job map[string]any) json.RawMessage {
 }
 
 // clearStore deletes every object of s.
-func clearStore(b *testing.B, s *core.Store) {
+func clearStore(b *testing.B, s *storage.Store) {
 	objs, err := s.List(context.Background(), "", 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, o := range objs {
-		if err := s.Delete(context.Background(), o.Key, core.DeleteOptions{}); err != nil {
+		if err := s.Delete(context.Background(), o.Key, storage.DeleteOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -177,7 +177,7 @@ func clearStore(b *testing.B, s *core.Store) {
 // folders counts the files of each folder of s's table t.lance, without
 // Lance's version hints (Lance rewrites them; they are no cleanup's
 // business): "_transactions/ 1, _versions/ 1, data/ 1".
-func folders(b *testing.B, s *core.Store) string {
+func folders(b *testing.B, s *storage.Store) string {
 	objs, err := s.List(context.Background(), "t.lance/", 0)
 	if err != nil {
 		b.Fatal(err)

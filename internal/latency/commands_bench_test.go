@@ -11,15 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/branch"
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/daemon"
-	"github.com/retain-dev/retain/internal/fanout"
-	"github.com/retain-dev/retain/lease"
-	"github.com/retain-dev/retain/retention"
-	"github.com/retain-dev/retain/rotation"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/tag"
+	"github.com/retain-dev/retain/core/branch"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/daemon"
+	"github.com/retain-dev/retain/core/lease"
+	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/rotation"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/core/tag"
 )
 
 const fixtures = "../../lance/testdata"
@@ -77,10 +76,7 @@ func writeLog(tb testing.TB, file string, reqs []Request) {
 func storeCommands(b *testing.B, tables int) {
 	st := NewS3(b, rtt)
 	upload := func() {
-		err := fanout.Each(context.Background(), 16, tables, func(_ context.Context, i int) error {
-			return Upload(st.Fast, fixtures+"/v2-appends.lance", fmt.Sprintf("t%04d.lance", i))
-		})
-		if err != nil {
+		if err := UploadCopies(st.Fast, fixtures+"/v2-appends.lance", tables); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -90,33 +86,33 @@ func storeCommands(b *testing.B, tables int) {
 	for _, op := range []struct {
 		name  string
 		setup func()
-		run   func(s *core.Store) error
+		run   func(s *storage.Store) error
 	}{
-		{"checkpoint-create", nil, func(s *core.Store) error {
+		{"checkpoint-create", nil, func(s *storage.Store) error {
 			created++
 			_, err := checkpoint.Create(ctx, s, fmt.Sprintf("cp-%d", created), "")
 			return err
 		}},
-		{"checkpoint-show-deep", nil, func(s *core.Store) error { _, err := checkpoint.Show(ctx, s, "cp-1", true); return err }},
-		{"reconcile", nil, func(s *core.Store) error { _, err := checkpoint.Reconcile(ctx, s); return err }},
-		{"cleanup-preview", nil, func(s *core.Store) error {
+		{"checkpoint-show-deep", nil, func(s *storage.Store) error { _, err := checkpoint.Show(ctx, s, "cp-1", true); return err }},
+		{"reconcile", nil, func(s *storage.Store) error { _, err := checkpoint.Reconcile(ctx, s); return err }},
+		{"cleanup-preview", nil, func(s *storage.Store) error {
 			_, err := retention.Preview(ctx, s, retention.Policy{KeepLast: 1})
 			return err
 		}},
-		{"cleanup-preview-rules", nil, func(s *core.Store) error {
+		{"cleanup-preview-rules", nil, func(s *storage.Store) error {
 			// The same plan as cleanup-preview, by rules: they cost no request.
 			_, err := retention.Preview(ctx, s, retention.Policy{KeepLast: 1,
 				Tables: []retention.Rule{{Pattern: "t00*", KeepLast: 1}}, Branches: []retention.Rule{{Pattern: "session/*", KeepLast: 1}}})
 			return err
 		}},
-		{"cleanup-run", upload, func(s *core.Store) error {
+		{"cleanup-run", upload, func(s *storage.Store) error {
 			_, err := retention.Run(ctx, s, retention.Policy{KeepLast: 1}, retention.RunOptions{ConfirmWriteOutage: true})
 			return err
 		}},
-		{"lease-reap", nil, func(s *core.Store) error { _, err := lease.Reap(ctx, s, lease.ReapOptions{}); return err }},
-		{"tag-reap", nil, func(s *core.Store) error { _, err := tag.ReapExpired(ctx, s, tag.ReapOptions{}); return err }},
-		{"branch-reap", nil, func(s *core.Store) error { _, err := branch.ReapExpired(ctx, s, branch.ReapOptions{}); return err }},
-		{"checkpoint-prune-dry-run", nil, func(s *core.Store) error {
+		{"lease-reap", nil, func(s *storage.Store) error { _, err := lease.Reap(ctx, s, lease.ReapOptions{}); return err }},
+		{"tag-reap", nil, func(s *storage.Store) error { _, err := tag.ReapExpired(ctx, s, tag.ReapOptions{}); return err }},
+		{"branch-reap", nil, func(s *storage.Store) error { _, err := branch.ReapExpired(ctx, s, branch.ReapOptions{}); return err }},
+		{"checkpoint-prune-dry-run", nil, func(s *storage.Store) error {
 			_, err := retention.PruneCheckpoints(ctx, s, checkpoint.Options{}, checkpoint.PruneRequest{Match: []string{"cp-*"}, Policy: rotation.Policy{Last: 1}, DryRun: true})
 			return err
 		}},
@@ -128,7 +124,7 @@ func storeCommands(b *testing.B, tables int) {
 					b.Fatal(err)
 				}
 			}
-		}, func(s *core.Store) error {
+		}, func(s *storage.Store) error {
 			_, err := retention.PruneCheckpoints(ctx, s, checkpoint.Options{}, checkpoint.PruneRequest{Match: []string{"cp-*"}, Policy: rotation.Policy{Last: 1}})
 			return err
 		}},
@@ -138,7 +134,7 @@ func storeCommands(b *testing.B, tables int) {
 			if err := pass(ctx, st.Slow, ""); err != nil {
 				b.Fatal(err)
 			}
-		}, func(s *core.Store) error { return pass(ctx, s, "") }},
+		}, func(s *storage.Store) error { return pass(ctx, s, "") }},
 		{"daemon-pass-scheduled", func() {
 			// The slot's checkpoint is taken and the store settled (not
 			// counted): what is measured is the quiet pass that finds the
@@ -146,7 +142,7 @@ func storeCommands(b *testing.B, tables int) {
 			if err := pass(ctx, st.Slow, schedule); err != nil {
 				b.Fatal(err)
 			}
-		}, func(s *core.Store) error { return pass(ctx, s, schedule) }},
+		}, func(s *storage.Store) error { return pass(ctx, s, schedule) }},
 		{"daemon-pass-20-more-checkpoints", func() {
 			// 20 more live checkpoints over every table (at no delay), and
 			// the store settled (not counted): against daemon-pass-scheduled,
@@ -160,7 +156,7 @@ func storeCommands(b *testing.B, tables int) {
 			if err := pass(ctx, st.Slow, schedule); err != nil {
 				b.Fatal(err)
 			}
-		}, func(s *core.Store) error { return pass(ctx, s, schedule) }},
+		}, func(s *storage.Store) error { return pass(ctx, s, schedule) }},
 	} {
 		b.Run(op.name, func(b *testing.B) {
 			var elapsed time.Duration
@@ -207,7 +203,7 @@ var daemons = map[string]*daemon.Daemon{}
 
 // pass runs one daemon pass (reconcile, schedules, lease, tag and branch
 // reaping, retention by keep-last 1 with the writers stopped).
-func pass(ctx context.Context, s *core.Store, extra string) error {
+func pass(ctx context.Context, s *storage.Store, extra string) error {
 	d := daemons[extra]
 	if d == nil {
 		cfg, err := daemon.ParseConfig("bench.yaml", []byte("interval: 1h\nretention:\n  keep_last: 1\n  every: 1ms\n  writers_stopped: true\n"+extra))

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/checkpoint/registry"
-	"github.com/retain-dev/retain/internal/fanout"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/checkpoint/registry"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 // BenchmarkSegmentedRegistry measures the registry's segmented form
@@ -25,10 +24,7 @@ func BenchmarkSegmentedRegistry(b *testing.B) {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {
 			st := NewS3(b, rtt)
 			ctx := context.Background()
-			err := fanout.Each(ctx, 2, 2, func(_ context.Context, i int) error {
-				return Upload(st.Fast, fixtures+"/v2-appends.lance", fmt.Sprintf("t%04d.lance", i))
-			})
-			if err != nil {
+			if err := UploadCopies(st.Fast, fixtures+"/v2-appends.lance", 2); err != nil {
 				b.Fatal(err)
 			}
 			for i := range live {
@@ -39,14 +35,14 @@ func BenchmarkSegmentedRegistry(b *testing.B) {
 			created := 0
 			for _, op := range []struct {
 				name string
-				run  func(s *core.Store) error
+				run  func(s *storage.Store) error
 			}{
-				{"checkpoint-create", func(s *core.Store) error {
+				{"checkpoint-create", func(s *storage.Store) error {
 					created++
 					_, err := checkpoint.Create(ctx, s, fmt.Sprintf("adhoc/%d", created), "")
 					return err
 				}},
-				{"checkpoint-list", func(s *core.Store) error { _, _, err := checkpoint.List(ctx, s); return err }},
+				{"checkpoint-list", func(s *storage.Store) error { _, _, err := checkpoint.List(ctx, s); return err }},
 			} {
 				b.Run(op.name, func(b *testing.B) {
 					var elapsed time.Duration

@@ -15,15 +15,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/retain-dev/retain/adapters/bundled"
-	"github.com/retain-dev/retain/checkpoint"
-	"github.com/retain-dev/retain/sdk/core"
+	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/storage"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var (
-		s   *core.Store
+		s   *storage.Store
 		err error
 	)
 	store := os.Getenv("EMBEDAPP_STORE")

@@ -11,15 +11,15 @@ import (
 	"os"
 
 	"github.com/retain-dev/retain/adapters/localfs"
-	"github.com/retain-dev/retain/sdk/core"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/core/storage"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 func main() {
-	pluginproto.Serve(core.Adapter{
+	pluginproto.Serve(storage.Adapter{
 		Name:    "acme-fs",
 		Schemes: []string{"file"},
-		Open: func(ctx context.Context, loc core.Location) (core.Driver, error) {
+		Open: func(ctx context.Context, loc storage.Location) (storage.Driver, error) {
 			d, err := localfs.Adapter.Open(ctx, loc)
 			if err != nil || os.Getenv("ACME_BROKEN") != "plain-create" {
 				return d, err
@@ -29,11 +29,11 @@ func main() {
 	})
 }
 
-type plainCreate struct{ core.Driver }
+type plainCreate struct{ storage.Driver }
 
-func (p plainCreate) Put(ctx context.Context, key string, body io.Reader, opts core.PutOptions) (core.Info, error) {
-	if opts.Mode == core.PutCreateIfAbsent {
-		opts.Mode = core.PutOverwrite
+func (p plainCreate) Put(ctx context.Context, key string, body io.Reader, opts storage.PutOptions) (storage.Info, error) {
+	if opts.Mode == storage.PutCreateIfAbsent {
+		opts.Mode = storage.PutOverwrite
 	}
 	return p.Driver.Put(ctx, key, body, opts)
 }

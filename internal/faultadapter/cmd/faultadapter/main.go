@@ -9,7 +9,7 @@ package main
 
 import (
 	"github.com/retain-dev/retain/internal/faultadapter"
-	"github.com/retain-dev/retain/sdk/pluginproto"
+	"github.com/retain-dev/retain/pluginproto"
 )
 
 func main() {

@@ -1,0 +1,3 @@
+module github.com/retain-dev/retain/core/storage
+
+go 1.24

@@ -30,7 +30,7 @@ func buildEmbedApp(t *testing.T) string {
 func copyFixture(t *testing.T, name string) string {
 	t.Helper()
 	root := t.TempDir()
-	if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join("..", "..", "lance", "testdata", name))); err != nil {
+	if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join("..", "..", "core", "lance", "testdata", name))); err != nil {
 		t.Fatal(err)
 	}
 	return root

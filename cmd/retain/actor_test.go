@@ -176,7 +176,7 @@ func TestActorUnknownUIDProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "db")
-	if err := os.CopyFS(filepath.Join(db, "t.lance"), os.DirFS(filepath.Join("..", "..", "lance", "testdata", "v2-appends.lance"))); err != nil {
+	if err := os.CopyFS(filepath.Join(db, "t.lance"), os.DirFS(filepath.Join("..", "..", "core", "lance", "testdata", "v2-appends.lance"))); err != nil {
 		t.Fatal(err)
 	}
 	// The other uid must reach and write the store.

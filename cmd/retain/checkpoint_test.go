@@ -17,7 +17,7 @@ func fixtureDB(t *testing.T, names ...string) string {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "db")
 	for _, n := range names {
-		if err := os.CopyFS(filepath.Join(db, n+".lance"), os.DirFS(filepath.Join("..", "..", "lance", "testdata", n+".lance"))); err != nil {
+		if err := os.CopyFS(filepath.Join(db, n+".lance"), os.DirFS(filepath.Join("..", "..", "core", "lance", "testdata", n+".lance"))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/retain-dev/retain/internal/emulator"
 )
 
-const fixturesDir = "../../lance/testdata"
+const fixturesDir = "../../core/lance/testdata"
 
 // lanceFixture is one entry of lance/testdata/fixtures.json: what real
 // Lance reported while building the fixture.

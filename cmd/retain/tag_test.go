@@ -235,7 +235,7 @@ func TestTagCLIS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	src := filepath.Join("..", "..", "lance", "testdata", "branch-tag.lance")
+	src := filepath.Join("..", "..", "core", "lance", "testdata", "branch-tag.lance")
 	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
 		if err != nil || de.IsDir() {
 			return err

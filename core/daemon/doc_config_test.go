@@ -9,7 +9,7 @@ import (
 // The config in docs/daemon.md parses, schedules included, so the page
 // cannot drift from what the daemon accepts.
 func TestDocumentedConfigParses(t *testing.T) {
-	b, err := os.ReadFile("../docs/daemon.md")
+	b, err := os.ReadFile("../../docs/daemon.md")
 	if err != nil {
 		t.Fatal(err)
 	}

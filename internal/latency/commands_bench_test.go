@@ -21,7 +21,7 @@ import (
 	"github.com/retain-dev/retain/core/tag"
 )
 
-const fixtures = "../../lance/testdata"
+const fixtures = "../../core/lance/testdata"
 
 // rtt is the delay the proxy adds to every request: a realistic S3 round
 // trip.

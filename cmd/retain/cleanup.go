@@ -16,6 +16,7 @@ import (
 	"github.com/retain-dev/retain/core/daemon"
 	"github.com/retain-dev/retain/core/duration"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 )
 
@@ -94,7 +95,7 @@ func (a *app) cleanupCmd() *cobra.Command {
 				digest = rp.Digest
 			}
 			cost := deferringCost{VersionsRemovable: p.Totals.VersionsRemoved, BytesReclaimable: p.Totals.BytesToDelete, Since: p.Totals.OldestRemovable}
-			open, err := retention.OpenRuns(cmd.Context(), s)
+			open, err := runs.Open(cmd.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -232,7 +233,7 @@ would remove anything the plan does not list. It may remove less.
 				// Stopped by a signal: name the resume only if a journal
 				// says the run is unfinished (before its plans there is
 				// nothing to continue; the claim was released either way).
-				if runs, rerr := retention.OpenRuns(context.WithoutCancel(cmd.Context()), s); rerr == nil && len(runs) > 0 {
+				if runs, rerr := runs.Open(context.WithoutCancel(cmd.Context()), s); rerr == nil && len(runs) > 0 {
 					a.onInterrupt = "retain cleanup run " + storage.ShellWord(args[0]) + " --resume --confirm-write-outage"
 				}
 			}

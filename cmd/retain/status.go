@@ -12,6 +12,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/daemon"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -69,7 +70,7 @@ func readStatus(ctx context.Context, s *storage.Store, store string) (*statusJSO
 	default:
 		st.Claim = p
 	}
-	if runs, err := retention.OpenRuns(ctx, s); err != nil {
+	if runs, err := runs.Open(ctx, s); err != nil {
 		return nil, err
 	} else if runs != nil {
 		st.OpenRuns = runs

@@ -24,7 +24,7 @@ import (
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/refs/lifecycle"
 	"github.com/retain-dev/retain/core/refs/refmeta"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -145,7 +145,7 @@ func Delete(ctx context.Context, s *storage.Store, name string, opts Options) (*
 //     deletes the whole dataset).
 //  2. Under the retention claim (claim.ErrHeld if another operation holds
 //     it), and any Options.Gates: an unfinished cleanup run refuses
-//     (retention.ErrRunOpen: its journaled plans name the branch's
+//     (runs.ErrOpen: its journaled plans name the branch's
 //     versions); then the store is reconciled like before every
 //     destructive operation (a conflict refuses, nothing deleted).
 //  3. Every table is planned (lance.PlanBranchDelete): a table refuses
@@ -202,13 +202,13 @@ func (o Options) Delete(ctx context.Context, s *storage.Store, name string) (res
 	}()
 	// An unfinished cleanup run journaled plans that name this branch's
 	// versions; deleting the branch under it would make them stale.
-	open, err := retention.OpenRuns(ctx, s)
+	open, err := runs.Open(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	if len(open) > 0 {
 		return nil, fmt.Errorf("%w: %s: finish it with `retain cleanup run --resume` or drop it with `--abandon %s`, then delete the branch; nothing was deleted: %w",
-			retention.ErrRunOpen, open[0], open[0], storage.Errorf("branch-delete", name, storage.ErrPreconditionFailed, "unfinished cleanup run"))
+			runs.ErrOpen, open[0], open[0], storage.Errorf("branch-delete", name, storage.ErrPreconditionFailed, "unfinished cleanup run"))
 	}
 	popts := checkpoint.Options{Actor: o.Actor, Scope: o.scope(s), Gates: o.Gates}
 	rep, err := popts.ReconcileHeld(ctx, s)

@@ -12,7 +12,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/registry"
 	"github.com/retain-dev/retain/core/lance"
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -232,7 +232,7 @@ func TestBranchDeleteRefusedWhileClaimHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Delete(bg, s, "exp", Options{})
-	if !errors.Is(err, retention.ErrRunOpen) || !errors.Is(err, storage.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cleanup-test") {
+	if !errors.Is(err, runs.ErrOpen) || !errors.Is(err, storage.ErrPreconditionFailed) || !strings.Contains(err.Error(), "cleanup-test") {
 		t.Fatalf("open cleanup run: %v", err)
 	}
 	if !reflect.DeepEqual(files(t, dir, "t"), before) {

@@ -20,6 +20,7 @@ import (
 	"github.com/retain-dev/retain/core/lance"
 	"github.com/retain-dev/retain/core/lease"
 	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 	"github.com/retain-dev/retain/core/tag"
@@ -418,7 +419,7 @@ func (d *Daemon) Pass(ctx context.Context) *PassReport {
 // retention finishes an unfinished run (first the one named by resume),
 // then runs the window's cleanup when one is configured.
 func (d *Daemon) retention(ctx context.Context, r *PassReport, resume string, rec *checkpoint.Report) error {
-	open, err := retention.OpenRuns(ctx, d.Store)
+	open, err := runs.Open(ctx, d.Store)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/retain-dev/retain/core/retention"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
 
@@ -33,7 +33,7 @@ func (d *Daemon) ownDeadClaim(ctx context.Context, err error, r *PassReport) (to
 		return false, ""
 	}
 	if p.Action == "cleanup" || p.Action == "cleanup-resume" {
-		open, oerr := retention.OpenRuns(ctx, d.Store)
+		open, oerr := runs.Open(ctx, d.Store)
 		if oerr != nil {
 			return false, ""
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -27,10 +28,10 @@ func openRunError(ctx context.Context, s *storage.Store, open []string) error {
 			what = "is missing"
 		}
 		return fmt.Errorf("%w: %s%s, whose journal %s %s, so it cannot be resumed: inspect it, then close the run with `retain cleanup run %s --abandon %s` (its gc boundaries stay; the next run plans afresh); nothing was deleted: %w",
-			ErrRunOpen, op, more, JournalKey(op), what, store, op, err)
+			runs.ErrOpen, op, more, JournalKey(op), what, store, op, err)
 	}
 	return fmt.Errorf("%w: %s%s: finish it with `retain cleanup run %s --resume --confirm-write-outage` (it carries out the plans it published) or drop it with `retain cleanup run %s --abandon %s`; nothing was deleted: %w",
-		ErrRunOpen, op, more, store, store, op, cause)
+		runs.ErrOpen, op, more, store, store, op, cause)
 }
 
 // abandonCorrupt closes run op whose journal does not parse (or, with

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/retain-dev/retain/adapters/localfs"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -72,7 +73,7 @@ func TestAbandonUnreadableJournal(t *testing.T) {
 			}
 			_, err := Run(bg, s, Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true})
 			abandon := "`retain cleanup run " + l.String() + " --abandon " + op + "`"
-			if !errors.Is(err, ErrRunOpen) || !strings.Contains(err.Error(), abandon) || !strings.Contains(err.Error(), c.say) {
+			if !errors.Is(err, runs.ErrOpen) || !strings.Contains(err.Error(), abandon) || !strings.Contains(err.Error(), c.say) {
 				t.Fatalf("a new run must be refused naming %s, got %v", abandon, err)
 			}
 

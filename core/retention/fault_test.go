@@ -11,6 +11,7 @@ import (
 
 	"github.com/retain-dev/retain/adapters/localfs"
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/internal/faultstore"
 )
@@ -82,7 +83,7 @@ func TestRunUnderFaults(t *testing.T) {
 				healed++
 			}
 			before := strings.Join(tableFiles(t, dir), "\n")
-			open, err := OpenRuns(bg, healthy)
+			open, err := runs.Open(bg, healthy)
 			if err != nil {
 				t.Fatal(err)
 			}

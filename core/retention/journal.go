@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/retain-dev/retain/core/checkpoint/registry"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 )
 
@@ -34,21 +34,20 @@ import (
 // request. A complete or abandoned run keeps run.json as its record and
 // drops its plans and marker.
 const (
-	JournalPrefix = "_retain/cleanup/"
-	openPrefix    = JournalPrefix + "open/"
-	journalFormat = 2
+	JournalPrefix = runs.Prefix
+	journalFormat = runs.Format
 	// planGroupBytes is about how many bytes of plans one object holds.
 	planGroupBytes = 1 << 20
 )
 
 // JournalKey is the key of the run journal of operation op.
-func JournalKey(op string) string { return JournalPrefix + op + "/run.json" }
+func JournalKey(op string) string { return runs.JournalKey(op) }
 
 func planKey(op string, i int) string {
 	return fmt.Sprintf("%s%s/tables/%04d.json", JournalPrefix, op, i)
 }
 
-func openKey(op string) string { return openPrefix + op }
+func openKey(op string) string { return runs.OpenKey(op) }
 
 // corruptKey keeps the bytes of a journal that did not parse when its run
 // is abandoned.
@@ -64,10 +63,10 @@ const (
 	// `cleanup run --resume` finishes it.
 	StateIncomplete RunState = "incomplete"
 	// StateComplete: every table was carried out or found stale.
-	StateComplete RunState = "complete"
+	StateComplete RunState = runs.Complete
 	// StateAbandoned: the operator dropped the run (`--abandon`), or its
 	// boundary was never published (nothing was deleted).
-	StateAbandoned RunState = "abandoned"
+	StateAbandoned RunState = runs.Abandoned
 )
 
 // RunMode is how a run was planned.
@@ -246,66 +245,15 @@ func ReadJournal(ctx context.Context, s *storage.Store, op string) (*Journal, st
 }
 
 // checkOp refuses an operation id that is not one path segment.
-func checkOp(op string) error {
-	if op == "" || strings.ContainsAny(op, "/\\") || op == "." || op == ".." || len(op) > 200 {
-		return storage.Errorf("cleanup-journal", op, storage.ErrInvalidArgument, "%s is not a cleanup operation id (see `retain status STORE` for the unfinished runs)", storage.Quote(op))
-	}
-	return nil
-}
-
-// OpenRuns lists the operation ids of unfinished cleanup runs: one listing
-// request in the common case of none. A marker left by a run whose journal
-// already says complete or abandoned (closing it was cut short) is tidied
-// away and not listed; a marker whose journal cannot be read is listed
-// (fail closed: it blocks new runs until resumed or abandoned).
-func OpenRuns(ctx context.Context, s *storage.Store) ([]string, error) {
-	objs, err := s.List(ctx, openPrefix, 0)
-	if err != nil {
-		return nil, fmt.Errorf("listing unfinished cleanup runs: %w", err)
-	}
-	var ops []string
-	for _, o := range objs {
-		op := strings.TrimPrefix(o.Key, openPrefix)
-		if j, _, err := ReadJournal(ctx, s, op); err == nil && (j.State == StateComplete || j.State == StateAbandoned) {
-			if !s.ReadOnly() {
-				if err := tidy(ctx, s, j); err != nil {
-					return nil, err
-				}
-			}
-			continue
-		}
-		ops = append(ops, op)
-	}
-	return ops, nil
-}
+func checkOp(op string) error { return runs.CheckOp(op) }
 
 // tidy drops the plans and the open marker of a closed run.
 func tidy(ctx context.Context, s *storage.Store, j *Journal) error {
-	var keys []string
-	seen := map[string]bool{}
+	keys := make([]string, 0, len(j.Tables))
 	for _, t := range j.Tables {
-		if t.PlanKey != "" && !seen[t.PlanKey] {
-			seen[t.PlanKey] = true
-			keys = append(keys, t.PlanKey)
-		}
+		keys = append(keys, t.PlanKey)
 	}
-	if len(keys) > 0 {
-		res, err := s.DeleteMany(ctx, keys)
-		if err == nil {
-			for _, r := range res {
-				if r.Err != nil {
-					err = r.Err
-				}
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("dropping the journaled plans of closed run %s: %w", j.OperationID, err)
-		}
-	}
-	if err := s.Delete(ctx, openKey(j.OperationID), storage.DeleteOptions{}); err != nil {
-		return fmt.Errorf("closing run %s (%s): %w", j.OperationID, openKey(j.OperationID), err)
-	}
-	return nil
+	return runs.Tidy(ctx, s, j.OperationID, keys)
 }
 
 // planGroup is one object of journaled plans, by table.
@@ -416,10 +364,6 @@ func groupPlans(op string, tables []JournalTable, plans []*lance.Plan) (keys []s
 // journaled and its boundaries published; `retain cleanup run --resume`
 // finishes it under the same root digests. Nothing pinned was touched.
 var ErrRunIncomplete = errors.New("cleanup run incomplete")
-
-// ErrRunOpen: an unfinished cleanup run exists; resume it (or abandon it)
-// before a new run may plan.
-var ErrRunOpen = errors.New("an unfinished cleanup run exists")
 
 // IncompleteError is a run that stopped part-way; it matches
 // ErrRunIncomplete and its cause.

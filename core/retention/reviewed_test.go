@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/retain-dev/retain/core/checkpoint"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 )
 
@@ -175,7 +176,7 @@ func TestReviewedPlanStale(t *testing.T) {
 			if after := files(t, dir); len(after) != len(before) {
 				t.Fatalf("a refused run deleted %d files", len(before)-len(after))
 			}
-			if open, err := OpenRuns(bg, s); err != nil || len(open) != 0 {
+			if open, err := runs.Open(bg, s); err != nil || len(open) != 0 {
 				t.Fatalf("a refused run left runs open: %v %v", open, err)
 			}
 		})

@@ -17,6 +17,7 @@ import (
 	"github.com/retain-dev/retain/core/failpoint"
 	"github.com/retain-dev/retain/core/internal/fanout"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 )
@@ -304,7 +305,7 @@ func preflightRun(ctx context.Context, s *storage.Store) error {
 	listed := make(chan struct{})
 	go func() {
 		defer close(listed)
-		open, openErr = OpenRuns(ctx, s)
+		open, openErr = runs.Open(ctx, s)
 	}()
 	pending, err := checkpoint.PendingSidecars(ctx, s)
 	<-listed
@@ -553,17 +554,17 @@ func Resume(ctx context.Context, s *storage.Store, o ResumeOptions) (rep *RunRep
 	}
 	op := o.OperationID
 	if op == "" {
-		open, err := OpenRuns(ctx, s)
+		open, err := runs.Open(ctx, s)
 		if err != nil {
 			return nil, err
 		}
 		switch len(open) {
 		case 0:
-			return nil, storage.Errorf("cleanup-resume", openPrefix, storage.ErrNotFound, "no unfinished cleanup run: nothing to resume")
+			return nil, storage.Errorf("cleanup-resume", runs.OpenPrefix, storage.ErrNotFound, "no unfinished cleanup run: nothing to resume")
 		case 1:
 			op = open[0]
 		default:
-			return nil, storage.Errorf("cleanup-resume", openPrefix, storage.ErrInvalidArgument, "%d unfinished cleanup runs (%s): name one with --resume-op", len(open), strings.Join(open, ", "))
+			return nil, storage.Errorf("cleanup-resume", runs.OpenPrefix, storage.ErrInvalidArgument, "%d unfinished cleanup runs (%s): name one with --resume-op", len(open), strings.Join(open, ", "))
 		}
 	}
 	j, ver, err := ReadJournal(ctx, s, op)

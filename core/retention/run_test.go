@@ -12,6 +12,7 @@ import (
 	"github.com/retain-dev/retain/core/checkpoint"
 	"github.com/retain-dev/retain/core/checkpoint/registry"
 	"github.com/retain-dev/retain/core/lance"
+	"github.com/retain-dev/retain/core/retention/runs"
 	"github.com/retain-dev/retain/core/storage"
 	"github.com/retain-dev/retain/core/storage/claim"
 	"github.com/retain-dev/retain/core/storage/storagetest"
@@ -172,7 +173,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if p, _, err := claim.Read(bg, s); err == nil && p != nil {
 		t.Fatalf("claim left held: %+v", p)
 	}
-	if _, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, ErrRunOpen) {
+	if _, err := Run(bg, s.At(loc(dir)), Policy{KeepLast: 1}, RunOptions{ConfirmWriteOutage: true}); !errors.Is(err, runs.ErrOpen) {
 		t.Fatalf("new run while one is open: %v", err)
 	}
 	j, _, err := ReadJournal(bg, s, rep.OperationID)
@@ -199,7 +200,7 @@ func TestRunIsolatesTableFailure(t *testing.T) {
 	if j, _, err = ReadJournal(bg, s, rep.OperationID); err != nil || j.State != StateComplete || j.Resumes != 1 {
 		t.Fatalf("journal after resume %+v, %v", j, err)
 	}
-	if ops, err := OpenRuns(bg, s); err != nil || len(ops) != 0 {
+	if ops, err := runs.Open(bg, s); err != nil || len(ops) != 0 {
 		t.Fatalf("open runs after resume: %v %v", ops, err)
 	}
 	if _, err := Resume(bg, healthy, ResumeOptions{}); storage.KindOf(err) != storage.ErrNotFound {

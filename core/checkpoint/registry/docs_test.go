@@ -12,7 +12,7 @@ import (
 // decodes, re-encodes to the same bytes, and its Ref and pin tag names are
 // the ones the page prints.
 func TestDocsExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/checkpoints.md")
+	doc, err := os.ReadFile("../../../docs/checkpoints.md")
 	if err != nil {
 		t.Fatal(err)
 	}

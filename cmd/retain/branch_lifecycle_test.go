@@ -125,6 +125,7 @@ func branchNoHalfState(t *testing.T, table string) branchListOut {
 // list, show and create against a table real Lance wrote: lineage as a
 // tree, metadata filter, idempotent retry, conflict, missing branch.
 func TestBranchListShowCreateCLI(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	if testing.Short() {
 		t.Skip("runs real Lance (Node)")
 	}
@@ -198,6 +199,7 @@ func TestBranchListShowCreateCLI(t *testing.T) {
 // the dead claim — running the same command again finishes it, taking the
 // dead process's transition over with the proof that it is gone.
 func TestBranchLifecycleCrashMatrix(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	if testing.Short() {
 		t.Skip("runs real Lance (Node)")
 	}

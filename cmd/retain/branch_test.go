@@ -68,6 +68,7 @@ func branchTestFiles(t *testing.T, db string) map[string]int64 {
 }
 
 func TestBranchDeleteCLI(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	if testing.Short() {
 		t.Skip("runs real Lance (Node)")
 	}
@@ -176,6 +177,7 @@ func TestBranchDeleteCLIClaimHeld(t *testing.T) {
 // branch (nothing is listed but broken), the folder is left; after the
 // operator takes over the dead claim, running the delete again finishes it.
 func TestBranchDeleteCLICrash(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	if testing.Short() {
 		t.Skip("runs real Lance (Node)")
 	}

@@ -44,6 +44,7 @@ func TestCheckpointPruneRefusesUnboundedRequests(t *testing.T) {
 }
 
 func TestCheckpointPruneDryRunThenRun(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := rotationDB(t)
 	before := snapshotRefs(t, db)
 	out, errs, code := retain(t, "checkpoint", "prune", db, "--match", "hourly/*", "--keep-last", "2", "--dry-run", "--json")
@@ -129,6 +130,7 @@ func TestCheckpointPruneDryRunThenRun(t *testing.T) {
 // A policy that forbids deleting one matched checkpoint forbids the whole
 // prune: nothing is removed.
 func TestCheckpointPruneDeniedForOneIsDeniedForAll(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := rotationDB(t)
 	pol := filepath.Join(t.TempDir(), "policy.cedar")
 	err := os.WriteFile(pol, []byte(`permit(principal, action, resource);

@@ -25,6 +25,7 @@ func fixtureDB(t *testing.T, names ...string) string {
 }
 
 func TestCheckpointCLI(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := fixtureDB(t, "v2-appends", "branch-tag", "v1-naming")
 	out, errs, code := retain(t, "checkpoint", "create", "nightly/1", db, "--json")
 	if code != 0 {
@@ -87,6 +88,7 @@ func TestCheckpointCLI(t *testing.T) {
 // tagging leaves a sidecar; reconcile (after the operator takes over the
 // dead claim) rolls it back and the name is usable.
 func TestCheckpointCLICrash(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := fixtureDB(t, "v2-appends", "branch-tag")
 	cmd := exec.Command(bin, "checkpoint", "create", "x", db)
 	cmd.Env = append(os.Environ(), "RETAIN_FAILPOINT="+checkpoint.FPCreateAfterTags)

@@ -14,6 +14,7 @@ import (
 // --unreadable clears it only with a reason, an attestation and the exact
 // version, says what it cleared, and the next operation acquires the claim.
 func TestTornClaimClearedByAttestedTakeover(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	for name, body := range map[string]string{
 		"truncated JSON": `{"format":1,"operation_id":"op-1","action":"clea`,
 		"random bytes":   "\x9f\x00\xff\x137\xc3(\x7b\n",

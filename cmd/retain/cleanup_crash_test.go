@@ -77,6 +77,7 @@ func headBoundaries(t *testing.T, db string) map[string]registry.GCBoundary {
 // published, the checkpoint stays intact, and the store ends exactly as
 // an uninterrupted run leaves it.
 func TestCleanupRunCrashResume(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	ref := runFixture(t)
 	if _, errs, code := retain(t, "cleanup", "run", ref, "--confirm-write-outage", "--keep-last", "1"); code != 0 {
 		t.Fatalf("reference run: %d %s", code, errs)

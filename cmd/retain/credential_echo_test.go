@@ -201,6 +201,7 @@ var awsEnvClear = []string{"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_
 	"AWS_EC2_METADATA_DISABLED=true"}
 
 func TestNoCredentialInOutputS3EchoingEndpoint(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	key, secret, token := "AKIA"+strings.ToUpper(hex.EncodeToString([]byte("ECHOTEST"))), fakeSecret("s3secret", 16), fakeSecret("s3token", 40)
 	for _, c := range []struct {
 		name   string
@@ -231,6 +232,7 @@ func TestNoCredentialInOutputS3EchoingEndpoint(t *testing.T) {
 }
 
 func TestNoCredentialInOutputGCSEchoingEndpoint(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	k, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +263,7 @@ func TestNoCredentialInOutputGCSEchoingEndpoint(t *testing.T) {
 }
 
 func TestNoCredentialInOutputAzureEchoingEndpoint(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	acct := "echoacct"
 	key := "ZWNobw" + fakeSecret("", 30) + "=="
 	sig := fakeSecret("c2ln", 20) + "="

@@ -33,6 +33,7 @@ type lanceJudged struct {
 // checks out and scans in full. Pass 2 (the lease expired): the lease is
 // reaped and its version goes, the checkpoint's pin stays.
 func TestDaemonPoliciesJudgedByLance(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := filepath.Join(t.TempDir(), "db")
 	var built struct {
 		Results []struct {

@@ -51,6 +51,7 @@ func docBlocks(t *testing.T, path string) []docBlock {
 // binary under test), each command required to succeed; its go block is
 // the body of the Example go test runs.
 func TestDayTwoPageRuns(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	page := filepath.Join("..", "..", "docs", "day-two.md")
 	blocks := docBlocks(t, page)
 	tmp := t.TempDir()

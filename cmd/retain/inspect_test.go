@@ -214,6 +214,7 @@ func contains(ss []string, s string) bool {
 // are those real Lance reported; the latest version's files are the ones
 // on disk with their sizes; and inspect leaves the dataset as it was.
 func TestInspectFixtures(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	fixtures := loadFixtures(t)
 	names := make([]string, 0, len(fixtures))
 	for n := range fixtures {

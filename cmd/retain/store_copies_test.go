@@ -128,6 +128,7 @@ func wantHealthyAndCleanable(t *testing.T, what, store string, storage map[strin
 // cleanup refused every such store ("holds the same commit but the object
 // was rewritten") while list, show and reconcile said ok.
 func TestCopiedStoreStaysCleanable(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := livedStore(t)
 	cp := filepath.Join(t.TempDir(), "copy")
 	if out, err := exec.Command("cp", "-a", db, cp).CombinedOutput(); err != nil {
@@ -161,6 +162,7 @@ func TestCopiedStoreStaysCleanable(t *testing.T) {
 // manifests after the checkpoint; the checkpoint stays valid everywhere.
 // Before, show --deep said the manifest was missing and cleanup refused.
 func TestLanceManifestMigrationKeepsCheckpoints(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := livedStore(t)
 	lanceRun(t, db, "b", "", nil, map[string]any{"op": "open"}, map[string]any{"op": "migrateManifestPathsV2"})
 	if _, err := os.Stat(filepath.Join(db, "b.lance", "_versions", "3.manifest")); !os.IsNotExist(err) {
@@ -177,6 +179,7 @@ func TestLanceManifestMigrationKeepsCheckpoints(t *testing.T) {
 // from the tokens its rows hold. A new checkpoint beside it gets format-2
 // tokens.
 func TestOlderStoreFormat1PinsStayValid(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := filepath.Join(t.TempDir(), "db")
 	if err := os.CopyFS(db, os.DirFS(filepath.Join("testdata", "physref1-store", "db"))); err != nil {
 		t.Fatal(err)
@@ -210,6 +213,7 @@ func TestOlderStoreFormat1PinsStayValid(t *testing.T) {
 // checkpoint keeps b. Before, reconcile reported the conflict with no way
 // out and `checkpoint delete` refused because of it.
 func TestRecreatedTableRefusedUntilDropLost(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := livedStore(t)
 	lanceRun(t, db, "a", "", nil, map[string]any{"op": "open"}, map[string]any{"op": "drop"},
 		map[string]any{"op": "create", "rows": 3}, map[string]any{"op": "add", "rows": 1}, map[string]any{"op": "add", "rows": 1},
@@ -263,6 +267,7 @@ func TestRecreatedTableRefusedUntilDropLost(t *testing.T) {
 // is reclaimed by reconcile as given up, not reported as a pin the
 // registry cannot explain.
 func TestDropLostMissingManifestAndLeftoverTag(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := livedStore(t)
 	v3 := filepath.Join(db, "a.lance", "_versions", fmt.Sprintf("%020d.manifest", ^uint64(0)-3))
 	if err := os.Remove(v3); err != nil {

@@ -42,6 +42,7 @@ func tagJSON[T any](t *testing.T, out string) T {
 // (branch-tag: main v1-v3 with tag v2-tag; branch exp v2-v4 with exp-tag;
 // team/x forked from exp), named by path and by file:// URI.
 func TestTagCLI(t *testing.T) {
+	t.Parallel() // a process-bound test: it waits on retain, Lance and emulators, not the CPU
 	db := fixtureDB(t, "branch-tag")
 	table := filepath.Join(db, "branch-tag.lance")
 	uri := "file://" + table

@@ -29,7 +29,7 @@ const workerEnv = "RETAIN_CONFORMANCE_WORKER"
 // in main (or TestMain) of any binary that runs the suite.
 func Dispatch(adapters []storage.Adapter) {
 	if len(os.Args) >= 3 && os.Args[1] == pluginSubcommand {
-		if err := serveSelf(adapters, os.Args[2]); err != nil {
+		if err := self.Serve(adapters, os.Args[2]); err != nil {
 			fmt.Fprintln(os.Stderr, "conformance:", err)
 			os.Exit(2)
 		}

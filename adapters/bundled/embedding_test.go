@@ -61,9 +61,13 @@ func runCounting(t *testing.T, bin string, limit time.Duration, env ...string) (
 					continue
 				}
 				// A launched plugin may run from a memfd image; argv[0]
-				// still names bin.
+				// still names bin. Only processes that exec'd bin as a
+				// plugin count (with the application itself, below): a
+				// fork caught before its exec still shows the
+				// application's command line, and one whose exec failed
+				// and was retried (ETXTBSY) never ran bin at all.
 				cl, rerr := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-				if rerr == nil && (strings.HasPrefix(string(cl), bin+"\x00") || string(cl) == bin) {
+				if rerr == nil && strings.HasPrefix(string(cl), bin+"\x00"+PluginCommand+"\x00") {
 					mu.Lock()
 					seen[pid] = true
 					mu.Unlock()
@@ -81,7 +85,7 @@ func runCounting(t *testing.T, bin string, limit time.Duration, env ...string) (
 	took = time.Since(start)
 	close(done)
 	wg.Wait()
-	return stdout.String(), stderr.String(), err, took, len(seen)
+	return stdout.String(), stderr.String(), err, took, 1 + len(seen)
 }
 
 // An application that opens a store through the plugin path without

@@ -22,7 +22,7 @@ func ExampleOpenInProcess() {
 	defer os.RemoveAll(dir)
 	// A Lance table of the repository's fixtures, copied: never open a
 	// fixture in place.
-	if err := os.CopyFS(filepath.Join(dir, "update.lance"), os.DirFS("../../lance/testdata/update.lance")); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "update.lance"), os.DirFS("../../core/lance/testdata/update.lance")); err != nil {
 		log.Fatal(err)
 	}
 

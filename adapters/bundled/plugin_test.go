@@ -54,7 +54,7 @@ func TestBundledAdapterRunsAsPluginOfItsBinary(t *testing.T) {
 	if _, err := launchT(t, "nope"); !errors.Is(err, storage.ErrUnavailable) {
 		t.Fatalf("an adapter this binary lacks: %v, want ErrUnavailable", err)
 	}
-	err = serveFrom([]storage.Adapter{{Name: "s3"}, {Name: "localfs"}}, "gcs")
+	err = self.Serve([]storage.Adapter{{Name: "s3"}, {Name: "localfs"}}, "gcs")
 	var ce *storage.Error
 	if !errors.As(err, &ce) || ce.Kind != storage.ErrInvalidArgument || !strings.Contains(ce.Msg, `"gcs"`) || !strings.Contains(ce.Msg, "localfs, s3") {
 		t.Fatalf("serving an unknown adapter: %v", err)

@@ -1,8 +1,13 @@
-// Package archtest holds the tree's shape: which package may import which.
+// Package archtest holds the tree's shape: which package may import which,
+// and how large a file may grow.
 package archtest
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -130,3 +135,35 @@ func TestSmallModulesStandAlone(t *testing.T) {
 		}
 	}
 }
+
+// maxFileLines bounds a hand-written Go file: one a reader can hold.
+const maxFileLines = 800
+
+// Every hand-written Go file of the tree stays within maxFileLines
+// (generated code, marked as Go marks it, is exempt).
+func TestFilesStaySmall(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "--cached", "--others", "--exclude-standard", "--full-name", "--", ":/*.go").Output()
+	if err != nil {
+		t.Fatalf("git ls-files: %v", err)
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := strings.TrimSpace(string(top))
+	for _, f := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			continue // deleted in the working tree
+		}
+		if generated.Match(b) {
+			continue
+		}
+		if n := bytes.Count(b, []byte("\n")); n > maxFileLines {
+			t.Errorf("%s has %d lines, at most %d: split it by phase", f, n, maxFileLines)
+		}
+	}
+}
+
+// generated is Go's marker of generated code.
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)

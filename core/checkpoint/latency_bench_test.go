@@ -36,7 +36,7 @@ func latencyProxy(b *testing.B, target string, d time.Duration) string {
 // one checkpoint pinning two tables. Each view now reads every distinct
 // pinned manifest, as cleanup does: the requests and time it costs there.
 //
-//	go test -run '^$' -bench PinViewsBehindLatency -benchtime 3x ./checkpoint/
+//	go test -run '^$' -bench PinViewsBehindLatency -benchtime 3x ./core/checkpoint/
 func BenchmarkPinViewsBehindLatency(b *testing.B) {
 	e := emulator.GoFakeS3(b)
 	env := e.Env()

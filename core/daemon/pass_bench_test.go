@@ -15,7 +15,7 @@ import (
 // an hourly daemon costs on a settled store): reconcile, the retention
 // plan, no commit, no audit line; two tables and a checkpoint.
 //
-//	go test -run '^$' -bench QuietPass ./daemon/
+//	go test -run '^$' -bench QuietPass ./core/daemon/
 func BenchmarkQuietPass(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "db")
 	for _, n := range []string{"deletes", "branch-tag"} {

@@ -29,7 +29,7 @@ import (
 // left to compact, so it is Lance's cleanup that runs). Both must leave the
 // same files. Run:
 //
-//	go test -run '^$' -bench BenchmarkCleanup1000Versions -benchtime 1x ./lance/
+//	go test -run '^$' -bench BenchmarkCleanup1000Versions -benchtime 1x ./core/lance/
 //
 // The dataset is built once (about a minute) into .tools/ and reused.
 // retain runs in a child process (the test binary, TestCleanupBenchChild)

@@ -106,7 +106,7 @@ const fixtureBuildDir = "/tmp/retain-lance-fixtures"
 
 // TestRegenerateFixtures rebuilds testdata/ with real Lance:
 //
-//	RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateFixtures ./lance/
+//	RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateFixtures ./core/lance/
 func TestRegenerateFixtures(t *testing.T) {
 	if os.Getenv("RETAIN_REGEN_FIXTURES") != "1" {
 		t.Skip("set RETAIN_REGEN_FIXTURES=1 to rebuild testdata/ with real Lance")

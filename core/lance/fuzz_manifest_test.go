@@ -15,7 +15,7 @@ import (
 // manifest it accepts can never make retain name a key outside the dataset
 // family (which a cleanup might then delete).
 //
-//	go test -run '^$' -fuzz FuzzParseManifest -fuzztime 60s ./lance/
+//	go test -run '^$' -fuzz FuzzParseManifest -fuzztime 60s ./core/lance/
 func FuzzParseManifest(f *testing.F) {
 	for _, b := range fixtureManifests(f) {
 		f.Add(b)

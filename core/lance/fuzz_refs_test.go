@@ -17,7 +17,7 @@ import (
 // real datasets, and every _refs/ file of the committed fixtures), the
 // variant tables judged against real Lance, and the tricky names.
 //
-//	go test -run '^$' -fuzz FuzzTagJSON -fuzztime 30s ./lance/
+//	go test -run '^$' -fuzz FuzzTagJSON -fuzztime 30s ./core/lance/
 
 // refSeedFiles returns the bodies of the committed fixtures' ref files of
 // one kind ("tags" or "branches").

@@ -43,7 +43,7 @@ func readOldFixture(t testing.TB) oldFixture {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(oldFixtureDir, "expected.json"))
 	if err != nil {
-		t.Fatalf("%v (regenerate with RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateLanceDB022Fixtures ./lance/)", err)
+		t.Fatalf("%v (regenerate with RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateLanceDB022Fixtures ./core/lance/)", err)
 	}
 	var f oldFixture
 	if err := json.Unmarshal(b, &f); err != nil {
@@ -55,7 +55,7 @@ func readOldFixture(t testing.TB) oldFixture {
 // TestRegenerateLanceDB022Fixtures rebuilds testdata/lancedb-0.22 with real
 // LanceDB 0.22.3 (installed under .tools/ on first use):
 //
-//	RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateLanceDB022Fixtures ./lance/
+//	RETAIN_REGEN_FIXTURES=1 go test -run TestRegenerateLanceDB022Fixtures ./core/lance/
 func TestRegenerateLanceDB022Fixtures(t *testing.T) {
 	if os.Getenv("RETAIN_REGEN_FIXTURES") != "1" {
 		t.Skip("set RETAIN_REGEN_FIXTURES=1 to rebuild testdata/lancedb-0.22 with LanceDB " + OldLanceDBVersion)

@@ -580,7 +580,7 @@ func TestPlanningCostDepthFlat(t *testing.T) {
 // planning (roots-req) on the cost test's store on localfs at depth 100
 // and 2,000:
 //
-//	go test -p 1 -run '^$' -bench BenchmarkPreviewDepth -benchtime 5x ./retention/
+//	go test -p 1 -run '^$' -bench BenchmarkPreviewDepth -benchtime 5x ./core/retention/
 func BenchmarkPreviewDepth(b *testing.B) {
 	for _, depth := range []int{100, 2000} {
 		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {

@@ -470,7 +470,7 @@ func TestSecondHeadReadsOnlyWhatChanged(t *testing.T) {
 // BenchmarkCommitBytes reports the registry bytes and objects one
 // checkpoint create and one delete write, by live checkpoints (30 tables):
 //
-//	go test -run '^$' -bench CommitBytes -benchtime 1x ./checkpoint/registry/
+//	go test -run '^$' -bench CommitBytes -benchtime 1x ./core/checkpoint/registry/
 func BenchmarkCommitBytes(b *testing.B) {
 	for _, live := range []int{1, 10, 100, 1000} {
 		b.Run(fmt.Sprintf("live=%d", live), func(b *testing.B) {

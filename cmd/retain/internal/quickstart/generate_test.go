@@ -68,7 +68,7 @@ func describe(s step) string {
 
 // TestGenerateQuickstartFixture rebuilds fixture/ with real LanceDB:
 //
-//	RETAIN_REGEN_QUICKSTART=1 go test -run TestGenerateQuickstartFixture ./internal/quickstart/
+//	RETAIN_REGEN_QUICKSTART=1 go test -run TestGenerateQuickstartFixture ./cmd/retain/internal/quickstart/
 func TestGenerateQuickstartFixture(t *testing.T) {
 	if os.Getenv("RETAIN_REGEN_QUICKSTART") != "1" {
 		t.Skip("set RETAIN_REGEN_QUICKSTART=1 to rebuild fixture/ with real LanceDB")
